@@ -1,0 +1,89 @@
+#include "client.h"
+
+#include <grpcpp/health_check_service_interface.h>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace kerneld::client {
+
+namespace {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const ClientOptions& o) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(o.max_message_mb * 1024 * 1024);
+  args.SetMaxSendMessageSize(o.max_message_mb * 1024 * 1024);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+}  // namespace
+
+KernelClient::KernelClient(const std::string& target, ClientOptions opts)
+    : KernelClient(MakeChannel(target, opts), opts) {}
+
+KernelClient::KernelClient(std::shared_ptr<grpc::Channel> channel, ClientOptions opts)
+    : opts_(opts), channel_(std::move(channel)), stub_(v1::KernelService::NewStub(channel_)) {}
+
+void KernelClient::ApplyTimeout(grpc::ClientContext* ctx, std::chrono::milliseconds t) const {
+  if (t.count() == 0) t = opts_.default_timeout;
+  if (t.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + t);
+}
+
+grpc::Status KernelClient::Execute(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
+                                   std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  ApplyTimeout(&ctx, timeout);
+  return stub_->Execute(&ctx, req, resp);
+}
+
+grpc::Status KernelClient::ListKernels(v1::ListKernelsResponse* resp, const std::string& name) {
+  grpc::ClientContext ctx;
+  ApplyTimeout(&ctx, {});
+  v1::ListKernelsRequest req;
+  req.set_name(name);
+  return stub_->ListKernels(&ctx, req, resp);
+}
+
+grpc::Status KernelClient::GetServerInfo(v1::GetServerInfoResponse* resp) {
+  grpc::ClientContext ctx;
+  ApplyTimeout(&ctx, {});
+  return stub_->GetServerInfo(&ctx, v1::GetServerInfoRequest{}, resp);
+}
+
+grpc::Status KernelClient::Health(const std::string& service, bool* serving) {
+  auto stub = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext ctx;
+  ApplyTimeout(&ctx, {});
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status st = stub->Check(&ctx, req, &resp);
+  *serving = st.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  return st;
+}
+
+std::unique_ptr<StreamSession> KernelClient::OpenStream() {
+  return std::make_unique<StreamSession>(stub_.get());
+}
+
+StreamSession::StreamSession(v1::KernelService::Stub* stub) : stream_(stub->ExecuteStream(&ctx_)) {}
+
+StreamSession::~StreamSession() {
+  if (!finished_) {
+    ctx_.TryCancel();
+    stream_->Finish();
+  }
+}
+
+bool StreamSession::Send(const v1::ExecuteRequest& req) { return stream_->Write(req); }
+bool StreamSession::Receive(v1::ExecuteResponse* resp) { return stream_->Read(resp); }
+
+void StreamSession::CloseSend() {
+  if (!closed_) stream_->WritesDone();
+  closed_ = true;
+}
+
+grpc::Status StreamSession::Finish() {
+  CloseSend();
+  finished_ = true;
+  return stream_->Finish();
+}
+
+}  // namespace kerneld::client

@@ -1,0 +1,69 @@
+// kerneld C++ client: a thin, typed layer over the generated stubs.
+//
+//   kerneld::client::KernelClient c("127.0.0.1:50051");
+//   auto req = ...;  // see tensor_util.h for building tensors
+//   v1::ExecuteResponse resp;
+//   grpc::Status st = c.Execute(req, &resp);
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "kerneld/v1/kerneld.grpc.pb.h"
+
+namespace kerneld::client {
+
+namespace v1 = ::kerneld::v1;
+
+struct ClientOptions {
+  int max_message_mb = 256;
+  std::chrono::milliseconds default_timeout{0};  // 0: none
+};
+
+// A bidirectional ExecuteStream. Send and Receive may run on two threads
+// (one each); responses arrive in completion order, matched by request_id.
+class StreamSession {
+ public:
+  explicit StreamSession(v1::KernelService::Stub* stub);
+  ~StreamSession();
+  bool Send(const v1::ExecuteRequest& req);
+  bool Receive(v1::ExecuteResponse* resp);
+  // No more requests; Receive then drains the remaining responses.
+  void CloseSend();
+  grpc::Status Finish();
+  void Cancel() { ctx_.TryCancel(); }
+
+ private:
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ExecuteRequest, v1::ExecuteResponse>> stream_;
+  bool closed_ = false;
+  bool finished_ = false;
+};
+
+class KernelClient {
+ public:
+  explicit KernelClient(const std::string& target, ClientOptions opts = {});
+  explicit KernelClient(std::shared_ptr<grpc::Channel> channel, ClientOptions opts = {});
+
+  grpc::Status Execute(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
+  grpc::Status ListKernels(v1::ListKernelsResponse* resp, const std::string& name = "");
+  grpc::Status GetServerInfo(v1::GetServerInfoResponse* resp);
+  // grpc.health.v1 Check; *serving is true when SERVING.
+  grpc::Status Health(const std::string& service, bool* serving);
+  std::unique_ptr<StreamSession> OpenStream();
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  v1::KernelService::Stub* stub() { return stub_.get(); }
+
+ private:
+  void ApplyTimeout(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
+  ClientOptions opts_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::KernelService::Stub> stub_;
+};
+
+}  // namespace kerneld::client

@@ -1,0 +1,297 @@
+// kernelctl: command-line client for kerneld.
+//
+//   kernelctl info
+//   kernelctl list [OP]
+//   kernelctl health
+//   kernelctl run scale --dtype float16 --shape 4096 --attr factor=2.0 --check
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client.h"
+#include "reference.h"
+#include "tensor_util.h"
+
+namespace v1 = kerneld::v1;
+using namespace kerneld::client;
+
+namespace {
+
+const char kUsage[] = R"(kernelctl: a client for kerneld
+
+usage: kernelctl [--target ADDR] COMMAND [options]
+  --target ADDR   daemon address (default $KERNELD_TARGET or 127.0.0.1:50051; unix:/path)
+
+commands:
+  info                         server version, CUDA versions, devices, backends
+  list [OP]                    ops with inputs, outputs, attrs, implementations
+  health                       grpc.health.v1 status
+  run OP [options]             run OP on random inputs
+      --dtype T                float16 | bfloat16 | float32 (default float32)
+      --shape S                shape of every input, e.g. 4096 or 16x4096
+      --input NAME=DTYPE:SHAPE override one input (e.g. positions=int32:16)
+      --attr K=V               attr (repeatable); V is a number, true/false or text
+      --backend B --device D   scheduler hints
+      --repeat N               requests to send (default 1; latency percentiles)
+      --stream                 send the repeats on one ExecuteStream
+      --check                  compare with a float64 host reference
+      --seed N                 random seed (default 1)
+)";
+
+std::string Flag(std::vector<std::string>& args, const std::string& name, const std::string& def) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == name && i + 1 < args.size()) {
+      std::string v = args[i + 1];
+      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
+      return v;
+    }
+    if (args[i].rfind(name + "=", 0) == 0) {
+      std::string v = args[i].substr(name.size() + 1);
+      args.erase(args.begin() + static_cast<long>(i));
+      return v;
+    }
+  }
+  return def;
+}
+
+std::vector<std::string> Flags(std::vector<std::string>& args, const std::string& name) {
+  std::vector<std::string> out;
+  for (std::string v; !(v = Flag(args, name, "\x01")).empty() && v != "\x01";) out.push_back(v);
+  return out;
+}
+
+bool Has(std::vector<std::string>& args, const std::string& name) {
+  auto it = std::find(args.begin(), args.end(), name);
+  if (it == args.end()) return false;
+  args.erase(it);
+  return true;
+}
+
+int Fail(const grpc::Status& st) {
+  std::fprintf(stderr, "kernelctl: %s: %s\n", std::to_string(st.error_code()).c_str(),
+               st.error_message().c_str());
+  return 1;
+}
+
+v1::AttrValue ParseAttr(const std::string& v) {
+  v1::AttrValue a;
+  char* end = nullptr;
+  if (v == "true" || v == "false") {
+    a.set_b(v == "true");
+  } else if (long long i = std::strtoll(v.c_str(), &end, 10); !v.empty() && *end == '\0') {
+    a.set_i(i);
+  } else if (double d = std::strtod(v.c_str(), &end); !v.empty() && *end == '\0') {
+    a.set_f(d);
+  } else {
+    a.set_s(v);
+  }
+  return a;
+}
+
+kerneld::AttrValue ToAttr(const v1::AttrValue& a) {
+  switch (a.value_case()) {
+    case v1::AttrValue::kF: return a.f();
+    case v1::AttrValue::kI: return static_cast<int64_t>(a.i());
+    case v1::AttrValue::kB: return a.b();
+    default: return a.s();
+  }
+}
+
+int Info(KernelClient& c) {
+  v1::GetServerInfoResponse r;
+  if (auto st = c.GetServerInfo(&r); !st.ok()) return Fail(st);
+  std::printf("kerneld %s (git %s)\n", r.version().c_str(), r.git_revision().c_str());
+  std::printf("cuda runtime %d, driver %d%s%s\n", r.cuda_runtime_version(), r.cuda_driver_version(),
+              r.cuda_status().empty() ? "" : " - ", r.cuda_status().c_str());
+  for (const auto& d : r.devices()) {
+    std::printf("device %-8s %-5s %s", d.id().c_str(), d.healthy() ? "ok" : "DOWN", d.name().c_str());
+    if (d.kind() == "cuda")
+      std::printf(" sm_%d%d %d SMs %.1f GiB %s", d.compute_capability_major(), d.compute_capability_minor(),
+                  d.sm_count(), static_cast<double>(d.total_memory_bytes()) / (1 << 30), d.uuid().c_str());
+    std::printf("\n");
+  }
+  std::printf("backends:");
+  for (const auto& b : r.backends()) std::printf(" %s", b.c_str());
+  std::printf("\n");
+  return 0;
+}
+
+int List(KernelClient& c, const std::string& name) {
+  v1::ListKernelsResponse r;
+  if (auto st = c.ListKernels(&r, name); !st.ok()) return Fail(st);
+  for (const auto& k : r.kernels()) {
+    std::printf("%s: %s\n", k.name().c_str(), k.doc().c_str());
+    for (const auto& i : k.inputs()) {
+      std::printf("  in  %-14s %s {", i.name().c_str(), i.shape().c_str());
+      for (int j = 0; j < i.dtypes_size(); ++j)
+        std::printf("%s%s", j ? ", " : "", std::string(kerneld::DTypeName(static_cast<kerneld::DType>(i.dtypes(j)))).c_str());
+      std::printf("}\n");
+    }
+    for (const auto& o : k.outputs())
+      std::printf("  out %-14s %s%s%s\n", o.name().c_str(), o.shape().c_str(),
+                  o.in_place_of().empty() ? "" : ", in place of ", o.in_place_of().c_str());
+    for (const auto& a : k.attrs())
+      std::printf("  attr %-13s %s%s %s\n", a.name().c_str(), a.type().c_str(), a.required() ? " (required)" : "",
+                  a.doc().c_str());
+    for (const auto& im : k.implementations()) {
+      std::printf("  impl %-13s %s:", im.backend().c_str(), im.requirements().c_str());
+      for (const auto& d : im.devices())
+        std::printf(" %s=%s", d.device().c_str(), d.eligible() ? "eligible" : ("no (" + d.reason() + ")").c_str());
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) {
+  auto dtype = kerneld::ParseDType(Flag(args, "--dtype", "float32"));
+  if (!dtype) return std::fprintf(stderr, "kernelctl: unknown --dtype\n"), 2;
+  std::vector<int64_t> shape;
+  if (!ParseShape(Flag(args, "--shape", "1024"), &shape))
+    return std::fprintf(stderr, "kernelctl: bad --shape\n"), 2;
+  std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> overrides;
+  for (const auto& spec : Flags(args, "--input")) {
+    auto eq = spec.find('='), colon = spec.find(':');
+    if (eq == std::string::npos || colon == std::string::npos || colon < eq)
+      return std::fprintf(stderr, "kernelctl: --input wants NAME=DTYPE:SHAPE\n"), 2;
+    auto dt = kerneld::ParseDType(spec.substr(eq + 1, colon - eq - 1));
+    std::vector<int64_t> s;
+    if (!dt || !ParseShape(spec.substr(colon + 1), &s))
+      return std::fprintf(stderr, "kernelctl: bad --input %s\n", spec.c_str()), 2;
+    overrides[spec.substr(0, eq)] = {*dt, s};
+  }
+  v1::ExecuteRequest req;
+  req.set_op(op);
+  req.set_backend(Flag(args, "--backend", ""));
+  req.set_device(Flag(args, "--device", ""));
+  kerneld::AttrMap attrs;
+  for (const auto& kv : Flags(args, "--attr")) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) return std::fprintf(stderr, "kernelctl: --attr wants K=V\n"), 2;
+    v1::AttrValue a = ParseAttr(kv.substr(eq + 1));
+    (*req.mutable_attrs())[kv.substr(0, eq)] = a;
+    attrs[kv.substr(0, eq)] = ToAttr(a);
+  }
+  const int repeat = std::max(1, std::atoi(Flag(args, "--repeat", "1").c_str()));
+  const bool stream = Has(args, "--stream");
+  const bool check = Has(args, "--check");
+  std::mt19937_64 rng(std::strtoull(Flag(args, "--seed", "1").c_str(), nullptr, 10));
+  if (!args.empty()) return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
+
+  // Input names come from the server's schema.
+  v1::ListKernelsResponse lk;
+  if (auto st = c.ListKernels(&lk, op); !st.ok()) return Fail(st);
+  HostTensors inputs;
+  for (const auto& in : lk.kernels(0).inputs()) {
+    auto it = overrides.find(in.name());
+    HostTensor t = it != overrides.end() ? Random(it->second.first, it->second.second, rng, 0, 64)
+                                         : Random(*dtype, shape, rng);
+    ToProto(t, &(*req.mutable_inputs())[in.name()]);
+    inputs[in.name()] = std::move(t);
+  }
+
+  std::vector<double> lat_us;
+  v1::ExecuteResponse resp;
+  if (stream) {
+    auto s = c.OpenStream();
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::chrono::steady_clock::time_point> sent(static_cast<size_t>(repeat));
+    std::thread reader([&] {
+      v1::ExecuteResponse r;
+      while (s->Receive(&r)) {
+        size_t id = std::stoul(r.request_id());
+        lat_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent[id]).count());
+        resp = r;
+      }
+    });
+    for (int i = 0; i < repeat; ++i) {
+      req.set_request_id(std::to_string(i));
+      sent[static_cast<size_t>(i)] = std::chrono::steady_clock::now();
+      if (!s->Send(req)) break;
+    }
+    s->CloseSend();
+    reader.join();
+    if (auto st = s->Finish(); !st.ok()) return Fail(st);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("stream: %d requests in %.3f s (%.0f req/s)\n", repeat, secs, repeat / secs);
+    if (resp.status().code() != 0)
+      return std::fprintf(stderr, "kernelctl: %s\n", resp.status().message().c_str()), 1;
+  } else {
+    for (int i = 0; i < repeat; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      if (auto st = c.Execute(req, &resp); !st.ok()) return Fail(st);
+      lat_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::printf("%s on %s/%s: server execute %.1f us, total %.1f us; client p50 %.1f us p99 %.1f us (n=%zu)\n",
+              op.c_str(), resp.info().backend().c_str(), resp.info().device().c_str(),
+              static_cast<double>(resp.info().execute_ns()) / 1e3, static_cast<double>(resp.info().total_ns()) / 1e3,
+              Percentile(lat_us, 0.5), Percentile(lat_us, 0.99), lat_us.size());
+  if (!check) return 0;
+  HostTensors ref;
+  std::string err;
+  if (!Reference(op, inputs, attrs, &ref, &err)) return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
+  bool ok = true;
+  for (const auto& [name, want] : ref) {
+    HostTensor got;
+    auto it = resp.outputs().find(name);
+    if (it == resp.outputs().end() || !FromProto(it->second, &got)) {
+      std::printf("check %s: missing or malformed\n", name.c_str());
+      ok = false;
+      continue;
+    }
+    double rtol, atol;
+    Tolerance(got.dtype, &rtol, &atol);
+    Comparison cmp = Compare(got.values, want.values, rtol, atol);
+    std::printf("check %s: max abs err %.3g, max rel err %.3g, %lld of %zu outside rtol=%g atol=%g: %s\n",
+                name.c_str(), cmp.max_abs_err, cmp.max_rel_err, static_cast<long long>(cmp.mismatches),
+                want.values.size(), rtol, atol, cmp.mismatches == 0 ? "PASS" : "FAIL");
+    ok = ok && cmp.mismatches == 0;
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const char* env = std::getenv("KERNELD_TARGET");
+  std::string target = Flag(args, "--target", env ? env : "127.0.0.1:50051");
+  if (args.empty() || args[0] == "help" || args[0] == "--help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  KernelClient c(target, ClientOptions{256, std::chrono::milliseconds(60000)});
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "info") return Info(c);
+  if (cmd == "list") return List(c, args.empty() ? "" : args[0]);
+  if (cmd == "health") {
+    bool serving = false;
+    auto st = c.Health("", &serving);
+    if (!st.ok()) return Fail(st);
+    std::printf("%s\n", serving ? "SERVING" : "NOT_SERVING");
+    return serving ? 0 : 1;
+  }
+  if (cmd == "run") {
+    if (args.empty()) return std::fprintf(stderr, "kernelctl: run needs an op\n"), 2;
+    std::string op = args[0];
+    args.erase(args.begin());
+    return Run(c, op, args);
+  }
+  std::fprintf(stderr, "kernelctl: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,12 @@
+// CUDA launchers: take the validated KernelContext, launch on ctx.stream.
+// Compiled only when KERNELD_WITH_CUDA; this header stays free of CUDA
+// headers so that op files (plain C++) can reference the launchers.
+#pragma once
+
+#include "kerneld/op.h"
+
+namespace kerneld::cuda {
+
+Status Scale(KernelContext& ctx);
+
+}  // namespace kerneld::cuda

@@ -1,0 +1,259 @@
+// The op registry: one schema per op, implementations per backend.
+//
+//   KERNELD_OP(scale) {
+//     return OpDef("scale")
+//         .Doc("y = x * factor, element-wise")
+//         .Input("x", kFloatingTypes, "[...]")
+//         .Output("y", SameAs("x"))
+//         .MayAlias("y", "x")
+//         .Attr("factor", AttrType::kFloat, "multiplier")
+//         .Impl("cpu", cpu::Scale);
+//   }
+//
+// Shape rules are small patterns: "[..., hidden_size]" binds the trailing dim
+// to the symbol hidden_size (shared across inputs, so weight "[hidden_size]"
+// must agree); "[rows, 2*d]" binds d from an even dim; "[...]" is any shape.
+// Output shapes are patterns over the same symbols, or a function.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kerneld/dtype.h"
+#include "kerneld/status.h"
+#include "kerneld/tensor.h"
+
+namespace kerneld {
+
+class ThreadPool;
+
+// ----- attributes -----------------------------------------------------------
+
+enum class AttrType { kFloat, kInt, kBool, kString };
+std::string_view AttrTypeName(AttrType t);
+
+using AttrValue = std::variant<double, int64_t, bool, std::string>;
+using AttrMap = std::map<std::string, AttrValue, std::less<>>;
+std::string AttrValueToString(const AttrValue& v);
+
+struct AttrDef {
+  std::string name;
+  AttrType type = AttrType::kFloat;
+  std::optional<AttrValue> default_value;  // none: the attr is required
+  std::string doc;
+};
+
+// ----- shapes ---------------------------------------------------------------
+
+// One dim of a pattern: "...", a constant, or coeff * symbol.
+struct DimPattern {
+  enum class Kind { kEllipsis, kConst, kSymbol } kind = Kind::kConst;
+  int64_t value = 0;  // constant, or coefficient of the symbol
+  std::string symbol;
+};
+
+struct ShapePattern {
+  std::string text;  // as written, for docs and messages
+  std::vector<DimPattern> dims;
+  bool any = false;  // "" or "[...]" alone: anything goes
+
+  // Parses "[..., 2*d]"; aborts on a malformed pattern (a programming error
+  // caught by the registry test, never by a client).
+  static ShapePattern Parse(const std::string& text);
+};
+
+// Symbol bindings collected while matching inputs; "..." binds the prefix.
+struct ShapeBindings {
+  std::map<std::string, int64_t, std::less<>> symbols;
+  std::optional<Shape> ellipsis;
+};
+
+// ----- schema ---------------------------------------------------------------
+
+struct InputDef {
+  std::string name;
+  DTypeSet dtypes;
+  ShapePattern shape;
+  std::string doc;
+};
+
+struct OutputSpec {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+};
+
+class KernelContext;
+struct OpDef;
+
+// Computes an output's dtype and shape from the validated inputs.
+using OutputRuleFn =
+    std::function<Status(const OpDef&, const std::vector<TensorView>& inputs,
+                         const AttrMap& attrs, const ShapeBindings& bind,
+                         OutputSpec* out)>;
+
+struct OutputRule {
+  std::string description;  // "same as x", "[..., d] float32"
+  OutputRuleFn fn;
+};
+
+// Output dtype and shape equal input `name`'s.
+OutputRule SameAs(const std::string& name);
+// Output shape from a pattern over bound symbols; dtype from input `dtype_of`.
+OutputRule ShapeOf(const std::string& pattern, const std::string& dtype_of);
+// Output shape from a pattern; fixed dtype.
+OutputRule ShapeOf(const std::string& pattern, DType dtype);
+
+struct OutputDef {
+  std::string name;
+  OutputRule rule;
+  // Input this output is written into (in-place ops: the output *is* the
+  // input; clients get the input's reference or bytes back).
+  std::string in_place_of;
+  // Input the output may share memory with (the kernel tolerates y == x).
+  std::string may_alias;
+  std::string doc;
+};
+
+// ----- implementations ------------------------------------------------------
+
+// What an implementation needs from a device and a request.
+struct Requirements {
+  DeviceKind device_kind = DeviceKind::kCpu;
+  int min_compute_capability = 0;
+  int max_compute_capability = std::numeric_limits<int>::max();
+  DTypeSet dtypes = DTypeSet::All();
+  int alignment = 1;  // bytes, every tensor's first element
+  int64_t max_elements = std::numeric_limits<int64_t>::max();  // per tensor
+  // Extra predicate over the request: returns a reason when it cannot run it.
+  std::function<std::optional<std::string>(const KernelContext&)> predicate;
+  std::string predicate_doc;
+
+  static Requirements Cpu() { return {}; }
+  static Requirements Cuda(int min_cc = 70) {
+    Requirements r;
+    r.device_kind = DeviceKind::kCuda;
+    r.min_compute_capability = min_cc;
+    return r;
+  }
+  Requirements& DTypes(DTypeSet s) { dtypes = s; return *this; }
+  Requirements& Alignment(int a) { alignment = a; return *this; }
+  Requirements& MaxComputeCapability(int cc) { max_compute_capability = cc; return *this; }
+  Requirements& MaxElements(int64_t n) { max_elements = n; return *this; }
+  Requirements& When(std::string doc,
+                     std::function<std::optional<std::string>(const KernelContext&)> p) {
+    predicate_doc = std::move(doc);
+    predicate = std::move(p);
+    return *this;
+  }
+
+  // Human-readable: "cuda, compute capability >= 8.0, 16-byte aligned".
+  std::string Describe() const;
+  // nullopt when the device can host this impl at all (request-independent).
+  std::optional<std::string> RejectDevice(const DeviceInfo& dev) const;
+  // nullopt when this request can run (device assumed eligible).
+  std::optional<std::string> RejectRequest(const KernelContext& ctx) const;
+};
+
+using KernelFn = std::function<Status(KernelContext&)>;
+
+struct ImplDef {
+  std::string backend;  // "cpu", "cuda", "cublas", ...
+  KernelFn fn;
+  Requirements requires_;
+  int priority = 0;  // higher wins among eligible impls (static ranking)
+};
+
+// ----- op definition --------------------------------------------------------
+
+using CheckFn = std::function<Status(const OpDef&, const std::vector<TensorView>& inputs,
+                                     const AttrMap& attrs, ShapeBindings* bind)>;
+
+struct OpDef {
+  std::string name;
+  std::string doc;
+  std::vector<InputDef> inputs;
+  std::vector<OutputDef> outputs;
+  std::vector<AttrDef> attrs;
+  std::vector<ImplDef> impls;
+  std::vector<CheckFn> checks;  // extra validation after shape matching
+  std::vector<std::pair<std::string, std::string>> same_dtype;  // input pairs
+
+  explicit OpDef(std::string n) : name(std::move(n)) {}
+
+  OpDef& Doc(std::string d) { doc = std::move(d); return *this; }
+  OpDef& Input(std::string n, DTypeSet dts, const std::string& shape = "[...]",
+               std::string d = "");
+  OpDef& Output(std::string n, OutputRule rule, std::string d = "");
+  OpDef& InPlace(const std::string& output, const std::string& input);
+  OpDef& MayAlias(const std::string& output, const std::string& input);
+  // A required attr.
+  OpDef& Attr(std::string n, AttrType t, std::string d = "");
+  // An optional attr with its default.
+  OpDef& AttrWithDefault(std::string n, AttrType t, AttrValue default_value, std::string d = "");
+  OpDef& SameDType(const std::string& a, const std::string& b);
+  OpDef& Check(CheckFn fn);
+  OpDef& Impl(std::string backend, KernelFn fn,
+              Requirements req = Requirements::Cpu(), int priority = 0);
+
+  int InputIndex(std::string_view n) const;   // -1 when absent
+  int OutputIndex(std::string_view n) const;  // -1 when absent
+  const AttrDef* FindAttr(std::string_view n) const;
+  const ImplDef* FindImpl(std::string_view backend) const;
+};
+
+// ----- kernel context -------------------------------------------------------
+
+// Everything an implementation sees: validated views, resolved attrs (with
+// defaults filled in), the device and, on CUDA, the stream to launch on.
+class KernelContext {
+ public:
+  const OpDef* op = nullptr;
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+  AttrMap attrs;
+  DeviceInfo device;
+  void* stream = nullptr;            // cudaStream_t on CUDA devices
+  void* workspace = nullptr;         // optional scratch (device memory)
+  int64_t workspace_bytes = 0;
+  ThreadPool* pool = nullptr;        // CPU intra-op parallelism
+
+  const TensorView& input(std::string_view n) const;
+  TensorView& output(std::string_view n);
+  bool has_input(std::string_view n) const { return op->InputIndex(n) >= 0; }
+
+  double attr_f(std::string_view n) const;
+  int64_t attr_i(std::string_view n) const;
+  bool attr_b(std::string_view n) const;
+  const std::string& attr_s(std::string_view n) const;
+};
+
+// ----- registry -------------------------------------------------------------
+
+class OpRegistry {
+ public:
+  // The process-wide registry with every built-in op registered.
+  static OpRegistry& Global();
+
+  Status Register(OpDef op);
+  const OpDef* Find(std::string_view name) const;
+  std::vector<const OpDef*> List() const;  // sorted by name
+  std::vector<std::string> Backends() const;  // union over ops, sorted
+
+ private:
+  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
+};
+
+// Registers the built-in ops (kernels/ops/ops.inc lists them).
+void RegisterBuiltinOps(OpRegistry& registry);
+
+// Defines the registration function of an op; list the op in ops.inc.
+#define KERNELD_OP(name) ::kerneld::OpDef KerneldDefineOp_##name()
+
+}  // namespace kerneld

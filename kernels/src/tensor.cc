@@ -1,0 +1,67 @@
+#include "kerneld/tensor.h"
+
+#include <cstdint>
+
+namespace kerneld {
+
+std::string_view DeviceKindName(DeviceKind k) {
+  return k == DeviceKind::kCuda ? "cuda" : "cpu";
+}
+
+std::string Device::ToString() const {
+  if (kind == DeviceKind::kCpu) return "cpu";
+  return "cuda:" + std::to_string(index);
+}
+
+std::string ShapeToString(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+std::optional<int64_t> CheckedNumel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) return std::nullopt;
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  if (strides.empty()) return true;
+  int64_t expect = 1;
+  for (int64_t i = ndim() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+int TensorView::alignment() const {
+  auto addr = reinterpret_cast<uintptr_t>(raw());
+  if (addr == 0) return 256;
+  int a = 1;
+  while (a < 256 && (addr & static_cast<uintptr_t>(a)) == 0) a <<= 1;
+  return a;
+}
+
+bool TensorView::Overlaps(const TensorView& o) const {
+  if (!(device == o.device)) return false;
+  auto a0 = reinterpret_cast<uintptr_t>(raw());
+  auto b0 = reinterpret_cast<uintptr_t>(o.raw());
+  auto a1 = a0 + static_cast<uintptr_t>(nbytes());
+  auto b1 = b0 + static_cast<uintptr_t>(o.nbytes());
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace kerneld

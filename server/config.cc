@@ -1,0 +1,101 @@
+#include "config.h"
+
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace kerneld::server {
+
+namespace {
+
+bool ParseInt(const std::string& s, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0') return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+bool ParseBool(const std::string& s, bool* out) {
+  if (s == "1" || s == "true" || s == "yes") return *out = true, true;
+  if (s == "0" || s == "false" || s == "no") return *out = false, true;
+  return false;
+}
+
+}  // namespace
+
+std::string FlagsHelp() {
+  return R"(kerneld: a GPU kernel daemon behind gRPC.
+
+  --listen=ADDR          host:port or unix:/path (default 127.0.0.1:50051; repeatable;
+                         port 0 picks a free port, see --ready_file)
+  --metrics_listen=ADDR  Prometheus /metrics endpoint (default 127.0.0.1:9400; "off")
+  --log_level=N          0 off, 1 one line per request, 3 adds shapes and attrs
+                         (env KERNELD_LOG_LEVEL)
+  --max_message_mb=N     largest request or response message (default 256)
+  --cpu_workers=N        requests the CPU backend runs at once (default 2)
+  --cpu_threads=N        threads one CPU request may use (default: all cores)
+  --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
+  --stream_window=N      requests in flight per ExecuteStream (default 64)
+  --drain_timeout_s=S    on SIGTERM, time allowed to finish in-flight work (30)
+  --enable_cuda=BOOL     use GPUs when present (default true)
+  --ready_file=PATH      write the bound addresses here once serving
+)";
+}
+
+std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
+  *help = false;
+  if (const char* env = std::getenv("KERNELD_LOG_LEVEL")) ParseInt(env, &cfg->log_level);
+  bool listen_seen = false;
+  using Setter = std::function<bool(const std::string&)>;
+  std::map<std::string, Setter> flags = {
+      {"listen",
+       [&](const std::string& v) {
+         if (v.empty()) return false;
+         if (!listen_seen) cfg->listen = v;
+         else cfg->extra_listen.push_back(v);
+         listen_seen = true;
+         return true;
+       }},
+      {"metrics_listen", [&](const std::string& v) { cfg->metrics_listen = v; return true; }},
+      {"log_level", [&](const std::string& v) { return ParseInt(v, &cfg->log_level); }},
+      {"max_message_mb",
+       [&](const std::string& v) { return ParseInt(v, &cfg->max_message_mb) && cfg->max_message_mb > 0 && cfg->max_message_mb <= 2047; }},
+      {"cpu_workers", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0; }},
+      {"cpu_threads", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_threads) && cfg->cpu_threads >= 0; }},
+      {"queue_capacity", [&](const std::string& v) { return ParseInt(v, &cfg->queue_capacity) && cfg->queue_capacity > 0; }},
+      {"stream_window", [&](const std::string& v) { return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0; }},
+      {"drain_timeout_s",
+       [&](const std::string& v) {
+         char* end = nullptr;
+         cfg->drain_timeout_s = std::strtod(v.c_str(), &end);
+         return !v.empty() && *end == '\0' && cfg->drain_timeout_s >= 0;
+       }},
+      {"enable_cuda", [&](const std::string& v) { return ParseBool(v, &cfg->enable_cuda); }},
+      {"ready_file", [&](const std::string& v) { cfg->ready_file = v; return true; }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      *help = true;
+      return "";
+    }
+    if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "' (flags look like --name=value)";
+    std::string name = arg.substr(2), value;
+    auto eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return "flag --" + name + " needs a value";
+    }
+    auto it = flags.find(name);
+    if (it == flags.end()) return "unknown flag --" + name + " (see --help)";
+    if (!it->second(value)) return "bad value '" + value + "' for --" + name + " (see --help)";
+  }
+  return "";
+}
+
+}  // namespace kerneld::server

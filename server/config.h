@@ -1,0 +1,30 @@
+// Daemon configuration: one struct, filled from flags and the environment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kerneld::server {
+
+struct Config {
+  std::string listen = "127.0.0.1:50051";   // host:port or unix:/path; repeatable
+  std::vector<std::string> extra_listen;    // further --listen values
+  std::string metrics_listen = "127.0.0.1:9400";  // "" or "off": no exposer
+  int log_level = 0;
+  int max_message_mb = 256;
+  int cpu_workers = 2;        // requests the CPU runs concurrently
+  int cpu_threads = 0;        // intra-op threads; 0 = hardware concurrency
+  int queue_capacity = 1024;  // per device; full -> RESOURCE_EXHAUSTED
+  int stream_window = 64;     // in-flight requests per ExecuteStream
+  double drain_timeout_s = 30;  // SIGTERM: finish in-flight work within this
+  bool enable_cuda = true;      // false: serve from the CPU even with a GPU
+  std::string ready_file;       // written with the bound addresses once serving
+};
+
+// Parses argv into cfg. Returns "" on success, else a message for the user.
+// Sets *help when --help was asked for.
+std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help);
+std::string FlagsHelp();
+
+}  // namespace kerneld::server

@@ -1,0 +1,121 @@
+#include "daemon.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+namespace kerneld::server {
+
+namespace {
+
+// gRPC only logs a failed bind; probing first lets us say why and exit with
+// a message a person can act on. Only for explicit IPv4 TCP ports.
+std::string ProbeTcp(const std::string& addr) {
+  if (addr.rfind("unix:", 0) == 0) return "";
+  auto colon = addr.rfind(':');
+  if (colon == std::string::npos) return "";
+  std::string host = addr.substr(0, colon), port = addr.substr(colon + 1);
+  int p = std::atoi(port.c_str());
+  if (p == 0) return "";
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(p));
+  if (host == "localhost") host = "127.0.0.1";
+  if (host == "0.0.0.0" || host == "*" || host.empty()) sa.sin_addr.s_addr = INADDR_ANY;
+  else if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) return "";
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as gRPC does; not REUSEPORT
+  std::string err;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) err = std::strerror(errno);
+  close(fd);
+  return err;
+}
+
+}  // namespace
+
+Daemon::Daemon(Config cfg) : cfg_(std::move(cfg)) {}
+
+Daemon::~Daemon() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (devices_) devices_->StopAll();
+}
+
+std::string Daemon::Start() {
+  metrics_ = std::make_unique<Metrics>();
+  if (!cfg_.metrics_listen.empty() && cfg_.metrics_listen != "off") {
+    if (std::string err = metrics_->Listen(cfg_.metrics_listen); !err.empty()) return err;
+  }
+  devices_ = std::make_unique<DeviceManager>(cfg_);
+  runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_);
+  service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Two daemons must never share a port silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  const int max_bytes = cfg_.max_message_mb * 1024 * 1024;
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
+  std::vector<std::string> addrs = {cfg_.listen};
+  addrs.insert(addrs.end(), cfg_.extra_listen.begin(), cfg_.extra_listen.end());
+  std::vector<int> ports(addrs.size(), 0);
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    if (std::string err = ProbeTcp(addrs[i]); !err.empty())
+      return "cannot listen on " + addrs[i] + ": " + err +
+             " (is another kerneld running? pick another --listen)";
+    builder.AddListeningPort(addrs[i], grpc::InsecureServerCredentials(), &ports[i]);
+  }
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) return "cannot start the gRPC server on " + cfg_.listen + " (address in use or invalid)";
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    if (addrs[i].rfind("unix:", 0) == 0) {
+      bound_.push_back(addrs[i]);
+      continue;
+    }
+    if (ports[i] == 0) return "cannot listen on " + addrs[i];
+    bound_.push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" + std::to_string(ports[i]));
+  }
+  server_->GetHealthCheckService()->SetServingStatus(true);
+  server_->GetHealthCheckService()->SetServingStatus("kerneld.v1.KernelService", true);
+
+  if (!cfg_.ready_file.empty()) {
+    std::string tmp = cfg_.ready_file + ".tmp";
+    {
+      std::ofstream f(tmp);
+      for (const auto& a : bound_) f << "grpc " << a << "\n";
+      f << "metrics " << metrics_->port() << "\n";
+    }
+    std::rename(tmp.c_str(), cfg_.ready_file.c_str());
+  }
+  return "";
+}
+
+void Daemon::Shutdown() {
+  if (!server_) return;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  // Shutdown stops new calls at once and waits for in-flight ones until the
+  // deadline, after which it cancels them.
+  auto deadline = std::chrono::system_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
+  server_->Shutdown(deadline);
+}
+
+void Daemon::Wait() {
+  if (server_) server_->Wait();
+  if (devices_) devices_->StopAll();
+}
+
+}  // namespace kerneld::server

@@ -1,0 +1,44 @@
+// The kerneld daemon: gRPC server (KernelService, health, reflection),
+// metrics exposer, devices; start-up and graceful drain.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "config.h"
+#include "devices/device_manager.h"
+#include "metrics/metrics.h"
+#include "service/kernel_service.h"
+#include "service/request_runner.h"
+
+namespace kerneld::server {
+
+class Daemon {
+ public:
+  explicit Daemon(Config cfg);
+  ~Daemon();
+
+  // Binds every address and starts serving; "" or a message for the user.
+  std::string Start();
+  // Stops accepting, lets in-flight requests finish (up to the drain
+  // timeout), then stops the devices. Safe to call from a signal thread.
+  void Shutdown();
+  void Wait();
+
+  const std::vector<std::string>& bound_addresses() const { return bound_; }
+  int metrics_port() const { return metrics_->port(); }
+
+ private:
+  Config cfg_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<DeviceManager> devices_;
+  std::unique_ptr<RequestRunner> runner_;
+  std::unique_ptr<KernelServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> bound_;
+};
+
+}  // namespace kerneld::server

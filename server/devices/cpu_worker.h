@@ -1,0 +1,27 @@
+// The CPU device: runs implementations directly on host views, with a
+// shared intra-op thread pool.
+#pragma once
+
+#include <memory>
+
+#include "devices/worker.h"
+#include "kerneld/thread_pool.h"
+
+namespace kerneld::server {
+
+class CpuWorker : public DeviceWorker {
+ public:
+  // workers: requests run at once; threads: intra-op pool size (0 = all cores).
+  CpuWorker(int workers, int threads, int capacity);
+  ~CpuWorker() override { Stop(); }
+
+ protected:
+  Status Execute(Task& task, TaskTiming* timing) override;
+
+ private:
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+DeviceInfo CpuDeviceInfo();
+
+}  // namespace kerneld::server

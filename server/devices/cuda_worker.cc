@@ -1,0 +1,183 @@
+#include "devices/cuda_worker.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <vector>
+
+#include "devices/pinned_pool.h"
+
+namespace kerneld::server {
+
+namespace {
+
+// Errors after which the CUDA context is unusable: the device is marked
+// unhealthy and its requests fail fast with UNAVAILABLE.
+bool IsSticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string ErrText(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+// Per-thread CUDA state: each worker thread owns a non-blocking stream and
+// a pair of timing events, created on first use.
+struct ThreadState {
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+};
+thread_local ThreadState t_state;
+
+}  // namespace
+
+CudaWorker::CudaWorker(DeviceInfo info, int streams, int capacity)
+    : DeviceWorker(std::move(info), streams, capacity),
+      pinned_(std::make_unique<PinnedPool>(size_t{1} << 30)) {
+  Start();
+}
+
+CudaWorker::~CudaWorker() { Stop(); }
+
+Status CudaWorker::Execute(Task& task, TaskTiming* timing) {
+  if (!healthy_.load())
+    return Unavailable(info_.device.ToString() + " is unhealthy after a sticky CUDA error (" +
+                       unhealthy_reason_ + "); retry on another device or backend");
+  Status st = Run(task, timing);
+  if (!st.ok()) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaStreamQuery(t_state.stream);
+    if (IsSticky(e)) {
+      unhealthy_reason_ = ErrText(e);
+      healthy_.store(false);
+    }
+  }
+  return st;
+}
+
+Status CudaWorker::Run(Task& task, TaskTiming* timing) {
+  const int dev = info_.device.index;
+  if (t_state.stream == nullptr) {
+    if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess)
+      return Internal("cudaSetDevice: " + ErrText(e));
+    if (cudaError_t e = cudaStreamCreateWithFlags(&t_state.stream, cudaStreamNonBlocking); e != cudaSuccess)
+      return Internal("cudaStreamCreate: " + ErrText(e));
+    cudaEventCreate(&t_state.start);
+    cudaEventCreate(&t_state.stop);
+    t_state.device = dev;
+  }
+  cudaStream_t s = t_state.stream;
+
+  // Stage host tensors: one pinned block and one device block per request,
+  // each tensor at a 256-byte aligned offset.
+  auto align = [](int64_t v) { return (v + 255) & ~int64_t{255}; };
+  int64_t total = 0;
+  std::vector<int64_t> in_off(task.inputs.size(), -1), out_off(task.outputs.size(), -1);
+  for (size_t i = 0; i < task.inputs.size(); ++i)
+    if (task.inputs[i].device.is_cpu()) { in_off[i] = total; total += align(task.inputs[i].nbytes()); }
+  for (size_t i = 0; i < task.outputs.size(); ++i)
+    if (task.outputs[i].device.is_cpu()) { out_off[i] = total; total += align(task.outputs[i].nbytes()); }
+
+  char* dbuf = nullptr;
+  char* hbuf = nullptr;
+  size_t hcap = 0;
+  struct Cleanup {
+    cudaStream_t s; char** d; char** h; size_t* hcap; PinnedPool* pool;
+    ~Cleanup() {
+      if (*d) cudaFreeAsync(*d, s);
+      if (*h) pool->Put(*h, *hcap);
+    }
+  } cleanup{s, &dbuf, &hbuf, &hcap, pinned_.get()};
+  if (total > 0) {
+    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbuf), total, s); e != cudaSuccess) {
+      cudaGetLastError();
+      return ResourceExhausted(task.op->name + ": cannot allocate " + std::to_string(total) +
+                               " bytes on " + info_.device.ToString() + ": " + ErrText(e));
+    }
+    hbuf = static_cast<char*>(pinned_->Get(static_cast<size_t>(total), &hcap));
+    if (hbuf == nullptr) return ResourceExhausted("cannot allocate pinned staging memory");
+  }
+
+  KernelContext ctx;
+  ctx.op = task.op;
+  ctx.attrs = task.attrs;
+  ctx.device = info_;
+  ctx.stream = s;
+  ctx.inputs = task.inputs;
+  ctx.outputs = task.outputs;
+  for (size_t i = 0; i < task.inputs.size(); ++i) {
+    if (in_off[i] < 0) continue;
+    const TensorView& h = task.inputs[i];
+    std::memcpy(hbuf + in_off[i], h.raw(), static_cast<size_t>(h.nbytes()));
+    TensorView& d = ctx.inputs[i];
+    d.data = dbuf + in_off[i];
+    d.byte_offset = 0;
+    d.device = info_.device;
+  }
+  for (size_t i = 0; i < task.outputs.size(); ++i) {
+    if (out_off[i] < 0) continue;
+    TensorView& d = ctx.outputs[i];
+    // An in-place output shares its input's staging slot.
+    const std::string& ip = task.op->outputs[i].in_place_of;
+    if (!ip.empty() && in_off[static_cast<size_t>(task.op->InputIndex(ip))] >= 0 &&
+        task.outputs[i].raw() == task.inputs[static_cast<size_t>(task.op->InputIndex(ip))].raw()) {
+      d.data = ctx.inputs[static_cast<size_t>(task.op->InputIndex(ip))].data;
+      out_off[i] = in_off[static_cast<size_t>(task.op->InputIndex(ip))];
+    } else {
+      d.data = dbuf + out_off[i];
+    }
+    d.byte_offset = 0;
+    d.device = info_.device;
+  }
+  if (total > 0) {
+    // Inputs are contiguous in the pinned block: one H2D copy of the lot.
+    int64_t in_bytes = 0;
+    for (size_t i = 0; i < task.inputs.size(); ++i)
+      if (in_off[i] >= 0) in_bytes = in_off[i] + align(task.inputs[i].nbytes());
+    if (in_bytes > 0) {
+      if (cudaError_t e = cudaMemcpyAsync(dbuf, hbuf, in_bytes, cudaMemcpyHostToDevice, s); e != cudaSuccess)
+        return Internal("copying inputs to " + info_.device.ToString() + ": " + ErrText(e));
+    }
+  }
+  cudaEventRecord(t_state.start, s);
+  Status st = task.impl->fn(ctx);
+  cudaEventRecord(t_state.stop, s);
+  if (!st.ok()) {
+    cudaStreamSynchronize(s);
+    return st;
+  }
+  for (size_t i = 0; i < task.outputs.size(); ++i) {
+    if (out_off[i] < 0) continue;
+    if (cudaError_t e = cudaMemcpyAsync(hbuf + out_off[i], ctx.outputs[i].raw(), task.outputs[i].nbytes(),
+                                        cudaMemcpyDeviceToHost, s); e != cudaSuccess)
+      return Internal("copying outputs from " + info_.device.ToString() + ": " + ErrText(e));
+  }
+  if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess)
+    return Internal(task.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
+  float ms = 0;
+  cudaEventElapsedTime(&ms, t_state.start, t_state.stop);
+  timing->execute_ns = static_cast<int64_t>(ms * 1e6);
+  for (size_t i = 0; i < task.outputs.size(); ++i) {
+    if (out_off[i] < 0) continue;
+    std::memcpy(task.outputs[i].raw(), hbuf + out_off[i], static_cast<size_t>(task.outputs[i].nbytes()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kerneld::server

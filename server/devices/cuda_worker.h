@@ -1,0 +1,32 @@
+// A CUDA device: one worker thread per stream, pooled device and pinned
+// memory, CUDA-event timing and sticky-error health tracking.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "devices/worker.h"
+
+namespace kerneld::server {
+
+class PinnedPool;
+
+class CudaWorker : public DeviceWorker {
+ public:
+  CudaWorker(DeviceInfo info, int streams, int capacity);
+  ~CudaWorker() override;
+
+  bool healthy() const override { return healthy_.load(); }
+
+ protected:
+  Status Execute(Task& task, TaskTiming* timing) override;
+
+ private:
+  Status Run(Task& task, TaskTiming* timing);
+  std::atomic<bool> healthy_{true};
+  std::string unhealthy_reason_;
+  std::unique_ptr<PinnedPool> pinned_;
+};
+
+}  // namespace kerneld::server

@@ -1,0 +1,75 @@
+#include "devices/worker.h"
+
+namespace kerneld::server {
+
+namespace {
+int64_t Ns(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+}  // namespace
+
+DeviceWorker::DeviceWorker(DeviceInfo info, int threads, int capacity)
+    : info_(std::move(info)), threads_(threads), capacity_(capacity) {}
+
+DeviceWorker::~DeviceWorker() { Stop(); }
+
+void DeviceWorker::Start() {
+  for (int i = 0; i < threads_; ++i) pool_.emplace_back([this] { Loop(); });
+}
+
+bool DeviceWorker::Submit(std::unique_ptr<Task>& task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || static_cast<int>(queue_.size()) >= capacity_) return false;
+    queue_.push_back(std::move(task));
+    depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void DeviceWorker::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && pool_.empty()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : pool_) t.join();
+  pool_.clear();
+}
+
+void DeviceWorker::Loop() {
+  for (;;) {
+    std::unique_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+    }
+    RunOne(std::move(task));
+  }
+}
+
+void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
+  TaskTiming timing;
+  timing.queue_ns = Ns(std::chrono::steady_clock::now() - task->arrival);
+  Status st;
+  if (task->cancelled && task->cancelled()) {
+    st = Status(StatusCode::kCancelled, task->op->name + ": cancelled by the client before it ran");
+  } else if (std::chrono::system_clock::now() >= task->deadline) {
+    st = Status(StatusCode::kDeadlineExceeded,
+                task->op->name + ": deadline passed after " +
+                    std::to_string(timing.queue_ns / 1000) + " us in the queue; not executed");
+  } else {
+    inflight_.fetch_add(1, std::memory_order_relaxed);
+    st = Execute(*task, &timing);
+    inflight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  task->done(st, timing);
+}
+
+}  // namespace kerneld::server

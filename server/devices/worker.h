@@ -1,0 +1,61 @@
+// A device worker: a bounded queue and the threads that drain it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "devices/task.h"
+
+namespace kerneld::server {
+
+class DeviceWorker {
+ public:
+  DeviceWorker(DeviceInfo info, int threads, int capacity);
+  virtual ~DeviceWorker();
+
+  const DeviceInfo& info() const { return info_; }
+  // Queues the task; false (task untouched) when the queue is full or the
+  // worker is stopping. The caller answers RESOURCE_EXHAUSTED / UNAVAILABLE.
+  bool Submit(std::unique_ptr<Task>& task);
+  int queue_depth() const { return depth_.load(std::memory_order_relaxed); }
+  int inflight() const { return inflight_.load(std::memory_order_relaxed); }
+  int capacity() const { return capacity_; }
+  // False once a sticky error made the device unusable.
+  virtual bool healthy() const { return true; }
+  // info() with the current health.
+  DeviceInfo Snapshot() const {
+    DeviceInfo d = info_;
+    d.healthy = healthy();
+    return d;
+  }
+  // Finishes queued work, then joins the threads.
+  void Stop();
+
+ protected:
+  // Runs one task on this device; returns the status and fills execute_ns.
+  virtual Status Execute(Task& task, TaskTiming* timing) = 0;
+  void Start();  // derived constructors call this once ready
+
+  DeviceInfo info_;
+
+ private:
+  void Loop();
+  void RunOne(std::unique_ptr<Task> task);
+
+  int threads_;
+  int capacity_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Task>> queue_;
+  bool stopping_ = false;
+  std::atomic<int> depth_{0};
+  std::atomic<int> inflight_{0};
+  std::vector<std::thread> pool_;
+};
+
+}  // namespace kerneld::server

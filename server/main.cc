@@ -1,0 +1,52 @@
+// kerneld: entry point. Flags, start-up, signals, drain.
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "build_info.h"
+#include "config.h"
+#include "daemon.h"
+
+int main(int argc, char** argv) {
+  using kerneld::server::Config;
+  Config cfg;
+  bool help = false;
+  if (std::string err = kerneld::server::ParseFlags(argc, argv, &cfg, &help); !err.empty()) {
+    std::fprintf(stderr, "kerneld: %s\n", err.c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(kerneld::server::FlagsHelp().c_str(), stdout);
+    return 0;
+  }
+
+  // Block the shutdown signals in every thread (gRPC's included); one thread
+  // waits for them and drains.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  kerneld::server::Daemon daemon(cfg);
+  if (std::string err = daemon.Start(); !err.empty()) {
+    std::fprintf(stderr, "kerneld: %s\n", err.c_str());
+    return 1;
+  }
+  for (const auto& a : daemon.bound_addresses()) std::printf("kerneld %s listening on %s\n", kerneld::server::kKerneldVersion, a.c_str());
+  if (daemon.metrics_port() > 0) std::printf("kerneld metrics on port %d (/metrics)\n", daemon.metrics_port());
+  std::fflush(stdout);
+
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "kerneld: %s received; draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    daemon.Shutdown();
+  });
+  daemon.Wait();
+  // Wait returns only after Shutdown, which only the signal thread calls.
+  signals.join();
+  std::fprintf(stderr, "kerneld: stopped\n");
+  return 0;
+}

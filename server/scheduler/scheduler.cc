@@ -1,0 +1,148 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <set>
+
+namespace kerneld::server {
+
+namespace {
+
+std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+// Views as the device will see them: host tensors are staged into fresh
+// 256-byte aligned device memory, so their host address says nothing.
+KernelContext ProbeFor(const KernelContext& probe, const DeviceInfo& dev) {
+  KernelContext c = probe;
+  c.device = dev;
+  if (dev.device.is_cpu()) return c;
+  auto restage = [&](std::vector<TensorView>& vs) {
+    for (auto& v : vs) {
+      if (!v.device.is_cpu()) continue;
+      v.data = reinterpret_cast<void*>(uintptr_t{256});
+      v.byte_offset = 0;
+      v.device = dev.device;
+    }
+  };
+  restage(c.inputs);
+  restage(c.outputs);
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> Scheduler::KnownBackends() const {
+  std::set<std::string> s = {"cpu", "cuda", "cublas", "nvrtc"};
+  for (const auto& b : OpRegistry::Global().Backends()) s.insert(b);
+  return {s.begin(), s.end()};
+}
+
+std::vector<std::string> Scheduler::AvailableBackends() const {
+  std::set<std::string> s;
+  for (const OpDef* op : OpRegistry::Global().List())
+    for (const auto& impl : op->impls)
+      for (const auto& w : devices_.workers())
+        if (!impl.requires_.RejectDevice(w->Snapshot())) s.insert(impl.backend);
+  return {s.begin(), s.end()};
+}
+
+std::vector<std::pair<DeviceInfo, std::optional<std::string>>> Scheduler::DeviceEligibility(
+    const ImplDef& impl) const {
+  std::vector<std::pair<DeviceInfo, std::optional<std::string>>> out;
+  for (const auto& w : devices_.workers()) {
+    DeviceInfo d = w->Snapshot();
+    out.emplace_back(d, impl.requires_.RejectDevice(d));
+  }
+  return out;
+}
+
+Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::string& backend,
+                        const std::string& device, Placement* out) const {
+  const bool any_backend = backend.empty() || backend == "auto";
+  if (!any_backend) {
+    auto known = KnownBackends();
+    if (std::find(known.begin(), known.end(), backend) == known.end())
+      return InvalidArgument("unknown backend '" + backend + "'; backends are {" + Join(known) +
+                             "}, or empty/\"auto\" to let the scheduler choose");
+    if (op.FindImpl(backend) == nullptr) {
+      std::vector<std::string> has;
+      for (const auto& i : op.impls) has.push_back(i.backend);
+      std::string why = op.name + " has no '" + backend + "' implementation; it has {" + Join(has) + "}";
+      if (backend == "cuda" || backend == "cublas")
+        if (!devices_.cuda().status.empty()) why += " (" + devices_.cuda().status + ")";
+      return FailedPrecondition(why);
+    }
+  }
+
+  std::vector<DeviceWorker*> targets;
+  if (!device.empty()) {
+    Status err;
+    DeviceWorker* w = devices_.Find(device, &err);
+    if (w == nullptr) return err;
+    targets.push_back(w);
+  } else {
+    // Where the data lives: a tensor already on a GPU pins the request there.
+    for (const auto& v : probe.inputs)
+      if (v.device.is_cuda())
+        for (const auto& w : devices_.workers())
+          if (w->info().device == v.device) targets = {w.get()};
+    if (targets.empty())
+      for (const auto& w : devices_.workers()) targets.push_back(w.get());
+  }
+
+  std::vector<const ImplDef*> impls;
+  for (const auto& i : op.impls)
+    if (any_backend || i.backend == backend) impls.push_back(&i);
+  std::stable_sort(impls.begin(), impls.end(),
+                   [](const ImplDef* a, const ImplDef* b) { return a->priority > b->priority; });
+
+  std::vector<std::string> reasons;
+  for (const ImplDef* impl : impls) {
+    DeviceWorker* best = nullptr;
+    int best_load = 0;
+    std::vector<std::string> why_not;
+    for (DeviceWorker* w : targets) {
+      DeviceInfo d = w->Snapshot();
+      if (auto r = impl->requires_.RejectDevice(d)) {
+        why_not.push_back(*r);
+        continue;
+      }
+      // Tensors on one GPU cannot be read from another device.
+      bool foreign = false;
+      for (const auto& v : probe.inputs)
+        if (v.device.is_cuda() && !(v.device == d.device)) foreign = true;
+      if (foreign) {
+        why_not.push_back("its tensors live on another device than " + d.device.ToString());
+        continue;
+      }
+      if (auto r = impl->requires_.RejectRequest(ProbeFor(probe, d))) {
+        why_not.push_back(d.device.ToString() + ": " + *r);
+        continue;
+      }
+      int load = w->queue_depth() + w->inflight();
+      if (best == nullptr || load < best_load) {
+        best = w;
+        best_load = load;
+      }
+    }
+    if (best != nullptr) {
+      out->impl = impl;
+      out->worker = best;
+      return Status::Ok();
+    }
+    if (why_not.empty()) why_not.push_back("no device");
+    reasons.push_back(impl->backend + ": " + Join(why_not, "; "));
+  }
+  if (impls.empty()) reasons.push_back("no implementation");
+  std::string msg = op.name + ": no eligible backend";
+  if (!device.empty()) msg += " on device '" + device + "'";
+  msg += " (" + Join(reasons, "; ") + ")";
+  if (!devices_.cuda().status.empty() && !devices_.has_cuda_device())
+    msg += "; " + devices_.cuda().status;
+  return FailedPrecondition(msg);
+}
+
+}  // namespace kerneld::server

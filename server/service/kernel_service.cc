@@ -1,0 +1,119 @@
+#include "service/kernel_service.h"
+
+#include "build_info.h"
+#include "service/execute_stream.h"
+#include "service/tensor_codec.h"
+
+namespace kerneld::server {
+
+grpc::Status ToGrpc(const Status& st) {
+  if (st.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), st.message());
+}
+
+CallControl ControlFor(grpc::CallbackServerContext* ctx) {
+  CallControl c;
+  c.deadline = ctx->deadline();
+  c.cancelled = [ctx] { return ctx->IsCancelled(); };
+  return c;
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::Execute(grpc::CallbackServerContext* ctx,
+                                                     const v1::ExecuteRequest* req,
+                                                     v1::ExecuteResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  runner_.Start(*req, resp, ControlFor(ctx),
+                [reactor](const Status& st) { reactor->Finish(ToGrpc(st)); });
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* KernelServiceImpl::ExecuteStream(
+    grpc::CallbackServerContext* ctx) {
+  return new ExecuteStreamReactor(ctx, runner_, cfg_.stream_window);
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListKernelsRequest* req,
+                                                         v1::ListKernelsResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  bool found = false;
+  for (const OpDef* op : OpRegistry::Global().List()) {
+    if (!req->name().empty() && req->name() != op->name) continue;
+    found = true;
+    v1::KernelInfo* k = resp->add_kernels();
+    k->set_name(op->name);
+    k->set_doc(op->doc);
+    for (const auto& in : op->inputs) {
+      v1::TensorSpec* t = k->add_inputs();
+      t->set_name(in.name);
+      in.dtypes.ForEach([&](DType d) { t->add_dtypes(ToProto(d)); });
+      t->set_shape(in.shape.any ? "[...]" : in.shape.text);
+      t->set_doc(in.doc);
+    }
+    for (const auto& out : op->outputs) {
+      v1::TensorSpec* t = k->add_outputs();
+      t->set_name(out.name);
+      t->set_shape(out.rule.description);
+      t->set_doc(out.doc);
+      t->set_in_place_of(out.in_place_of);
+      t->set_may_alias(out.may_alias);
+    }
+    for (const auto& a : op->attrs) {
+      v1::AttrSpec* s = k->add_attrs();
+      s->set_name(a.name);
+      s->set_type(std::string(AttrTypeName(a.type)));
+      s->set_required(!a.default_value.has_value());
+      if (a.default_value) ToProto(*a.default_value, s->mutable_default_value());
+      s->set_doc(a.doc);
+    }
+    for (const auto& impl : op->impls) {
+      v1::ImplementationInfo* i = k->add_implementations();
+      i->set_backend(impl.backend);
+      i->set_requirements(impl.requires_.Describe());
+      i->set_priority(impl.priority);
+      for (const auto& [dev, why] : runner_.scheduler().DeviceEligibility(impl)) {
+        v1::DeviceEligibility* e = i->add_devices();
+        e->set_device(dev.device.ToString());
+        e->set_eligible(!why.has_value());
+        if (why) e->set_reason(*why);
+      }
+    }
+  }
+  if (!req->name().empty() && !found) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown op '" + req->name() + "'"));
+  } else {
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                           const v1::GetServerInfoRequest*,
+                                                           v1::GetServerInfoResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  resp->set_version(kKerneldVersion);
+  resp->set_git_revision(kKerneldGitRevision);
+  const auto& cuda = runner_.devices().cuda();
+  resp->set_cuda_runtime_version(cuda.runtime);
+  resp->set_cuda_driver_version(cuda.driver);
+  resp->set_cuda_status(cuda.status);
+  for (const DeviceInfo& d : runner_.devices().Devices()) {
+    v1::DeviceInfo* o = resp->add_devices();
+    o->set_kind(std::string(DeviceKindName(d.device.kind)));
+    o->set_index(d.device.index);
+    o->set_id(d.device.ToString());
+    o->set_uuid(d.uuid);
+    o->set_name(d.name);
+    o->set_compute_capability_major(d.compute_capability / 10);
+    o->set_compute_capability_minor(d.compute_capability % 10);
+    o->set_total_memory_bytes(d.total_memory);
+    o->set_sm_count(d.sm_count);
+    o->set_l2_cache_bytes(d.l2_bytes);
+    o->set_healthy(d.healthy);
+  }
+  for (const auto& b : runner_.scheduler().AvailableBackends()) resp->add_backends(b);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace kerneld::server

@@ -1,0 +1,267 @@
+#include "service/request_runner.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "kerneld/check.h"
+#include "service/tensor_codec.h"
+
+namespace kerneld::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count();
+}
+
+std::string NameList(const std::vector<std::string>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s + "}";
+}
+
+// Memory a request owns while it runs: realigned copies of inline inputs.
+struct Scratch {
+  std::vector<std::unique_ptr<char[]>> blocks;
+  char* Alloc(size_t n) {
+    // 64-byte aligned, as the vectorized CPU kernels like it.
+    blocks.emplace_back(new (std::align_val_t{64}) char[n > 0 ? n : 1]);
+    return blocks.back().get();
+  }
+};
+
+// Decoded request, before scheduling.
+struct Decoded {
+  const OpDef* op = nullptr;
+  AttrMap attrs;
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+  std::shared_ptr<Scratch> scratch = std::make_shared<Scratch>();
+};
+
+Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, Decoded* d) {
+  const OpDef* op = OpRegistry::Global().Find(req.op());
+  if (op == nullptr) {
+    std::vector<std::string> names;
+    for (const OpDef* o : OpRegistry::Global().List()) names.push_back(o->name);
+    if (req.op().empty()) return InvalidArgument("ExecuteRequest.op is empty; ops are " + NameList(names));
+    return NotFound("unknown op '" + req.op() + "'; this server has " + NameList(names) +
+                    " (ListKernels describes them)");
+  }
+  d->op = op;
+
+  AttrMap given;
+  for (const auto& [name, v] : req.attrs()) {
+    AttrValue a;
+    KERNELD_RETURN_IF_ERROR(FromProto(op->name + ": attr '" + name + "'", v, &a));
+    given.emplace(name, std::move(a));
+  }
+  KERNELD_RETURN_IF_ERROR(ResolveAttrs(*op, given, &d->attrs));
+
+  // Inputs, in schema order; a missing one keeps dtype kInvalid and is
+  // reported by ValidateInputs.
+  d->inputs.assign(op->inputs.size(), TensorView{});
+  for (const auto& [name, t] : req.inputs()) {
+    int idx = op->InputIndex(name);
+    if (idx < 0) {
+      std::vector<std::string> names;
+      for (const auto& i : op->inputs) names.push_back(i.name);
+      return InvalidArgument(op->name + ": unknown input '" + name + "'; inputs are " + NameList(names));
+    }
+    const std::string what = op->name + ": input '" + name + "'";
+    int64_t nbytes = 0;
+    KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
+    TensorView& v = d->inputs[static_cast<size_t>(idx)];
+    v.dtype = FromProto(t.dtype());
+    v.shape.assign(t.shape().begin(), t.shape().end());
+    v.device = Device::Cpu();
+    switch (t.data_case()) {
+      case v1::Tensor::kInlineData: {
+        const std::string& bytes = t.inline_data();
+        if (static_cast<int64_t>(bytes.size()) != nbytes)
+          return InvalidArgument(what + ": inline_data has " + std::to_string(bytes.size()) +
+                                 " bytes; " + std::string(DTypeName(v.dtype)) + " " +
+                                 ShapeToString(v.shape) + " needs " + std::to_string(nbytes) +
+                                 " (elements x itemsize)");
+        if (reinterpret_cast<uintptr_t>(bytes.data()) % ItemSize(v.dtype) != 0) {
+          // Protobuf gives no alignment promise; kernels need natural alignment.
+          char* p = d->scratch->Alloc(bytes.size());
+          std::memcpy(p, bytes.data(), bytes.size());
+          v.data = p;
+        } else {
+          v.data = const_cast<char*>(bytes.data());  // read-only use
+        }
+        break;
+      }
+      case v1::Tensor::kBuffer:
+        return {StatusCode::kUnimplemented,
+                what + ": buffer references need the BufferService, which this server does not "
+                       "offer yet; send the tensor as inline_data"};
+      case v1::Tensor::DATA_NOT_SET:
+        if (nbytes != 0)
+          return InvalidArgument(what + " has no data; set inline_data (" + std::to_string(nbytes) +
+                                 " bytes) or buffer");
+        v.data = d->scratch->Alloc(0);
+        break;
+    }
+  }
+
+  ShapeBindings bind;
+  KERNELD_RETURN_IF_ERROR(ValidateInputs(*op, d->inputs, d->attrs, &bind));
+  std::vector<OutputSpec> specs;
+  KERNELD_RETURN_IF_ERROR(InferOutputs(*op, d->inputs, d->attrs, bind, &specs));
+
+  for (const auto& [name, t] : req.outputs()) {
+    int idx = op->OutputIndex(name);
+    if (idx < 0) {
+      std::vector<std::string> names;
+      for (const auto& o : op->outputs) names.push_back(o.name);
+      return InvalidArgument(op->name + ": unknown output '" + name + "'; outputs are " + NameList(names));
+    }
+    const std::string what = op->name + ": output '" + name + "'";
+    int64_t nbytes = 0;
+    KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
+    TensorView declared;
+    declared.dtype = FromProto(t.dtype());
+    declared.shape.assign(t.shape().begin(), t.shape().end());
+    KERNELD_RETURN_IF_ERROR(CheckOutput(*op, idx, specs[static_cast<size_t>(idx)], declared));
+    if (t.data_case() == v1::Tensor::kBuffer)
+      return {StatusCode::kUnimplemented, what + ": buffer outputs need the BufferService, which "
+                                                 "this server does not offer yet; omit data to receive the output inline"};
+    if (t.data_case() == v1::Tensor::kInlineData)
+      return InvalidArgument(what + ": outputs take no inline_data; leave data unset to receive "
+                                    "the result inline, or name a buffer to have it written there");
+  }
+
+  // Outputs are computed straight into the response's bytes (no extra copy).
+  // An in-place output starts as a copy of its input, and the kernel then
+  // reads and writes that copy: the request's bytes are never modified.
+  d->outputs.assign(op->outputs.size(), TensorView{});
+  for (size_t i = 0; i < op->outputs.size(); ++i) {
+    const OutputDef& od = op->outputs[i];
+    const OutputSpec& spec = specs[i];
+    v1::Tensor& out = (*resp->mutable_outputs())[od.name];
+    out.set_dtype(ToProto(spec.dtype));
+    for (int64_t s : spec.shape) out.add_shape(s);
+    int64_t nbytes = *CheckedNumel(spec.shape) * static_cast<int64_t>(ItemSize(spec.dtype));
+    std::string* bytes = out.mutable_inline_data();
+    TensorView& v = d->outputs[i];
+    v.dtype = spec.dtype;
+    v.shape = spec.shape;
+    v.device = Device::Cpu();
+    if (!od.in_place_of.empty()) {
+      TensorView& in = d->inputs[static_cast<size_t>(op->InputIndex(od.in_place_of))];
+      bytes->assign(static_cast<const char*>(in.raw()), static_cast<size_t>(in.nbytes()));
+      in.data = bytes->data();
+      in.byte_offset = 0;
+    } else {
+      bytes->resize(static_cast<size_t>(nbytes));
+    }
+    v.data = bytes->data();
+  }
+  return Status::Ok();
+}
+
+std::string DescribeRequest(const Decoded& d) {
+  std::ostringstream os;
+  for (size_t i = 0; i < d.inputs.size(); ++i)
+    os << " " << d.op->inputs[i].name << "=" << DTypeName(d.inputs[i].dtype) << ShapeToString(d.inputs[i].shape);
+  for (const auto& [k, v] : d.attrs) os << " " << k << "=" << AttrValueToString(v);
+  return os.str();
+}
+
+}  // namespace
+
+void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
+                          std::function<void(const Status&)> done) {
+  const auto arrival = Clock::now();
+  resp->set_request_id(req.request_id());
+
+  auto fail = [&](const Status& st, const std::string& op_label, const std::string& backend,
+                  const std::string& device) {
+    resp->clear_outputs();
+    resp->mutable_status()->set_code(static_cast<int>(st.code()));
+    resp->mutable_status()->set_message(st.message());
+    auto* info = resp->mutable_info();
+    info->set_total_ns(NsSince(arrival));
+    metrics_.ObserveRequest(op_label, backend, device, std::string(StatusCodeName(st.code())),
+                            static_cast<double>(info->total_ns()) * 1e-9);
+    if (cfg_.log_level >= 1)
+      std::fprintf(stderr, "kerneld: request id=%s op=%s code=%s: %s\n", req.request_id().c_str(),
+                   req.op().c_str(), std::string(StatusCodeName(st.code())).c_str(), st.message().c_str());
+    done(st);
+  };
+
+  auto d = std::make_shared<Decoded>();
+  if (Status st = Decode(req, resp, d.get()); !st.ok()) {
+    // Only registered op names become label values: clients cannot mint series.
+    fail(st, d->op ? d->op->name : "_unknown", "none", "none");
+    return;
+  }
+
+  KernelContext probe;
+  probe.op = d->op;
+  probe.inputs = d->inputs;
+  probe.outputs = d->outputs;
+  probe.attrs = d->attrs;
+  Placement place;
+  if (Status st = scheduler_.Place(*d->op, probe, req.backend(), req.device(), &place); !st.ok()) {
+    fail(st, d->op->name, "none", "none");
+    return;
+  }
+
+  const std::string backend = place.impl->backend;
+  const std::string device_id = place.worker->info().device.ToString();
+  const std::string device_label = DeviceManager::Label(place.worker->info());
+  if (cfg_.log_level >= 3)
+    std::fprintf(stderr, "kerneld: start id=%s op=%s backend=%s device=%s%s\n", req.request_id().c_str(),
+                 d->op->name.c_str(), backend.c_str(), device_id.c_str(), DescribeRequest(*d).c_str());
+
+  auto task = std::make_unique<Task>();
+  task->op = d->op;
+  task->impl = place.impl;
+  task->inputs = d->inputs;
+  task->outputs = d->outputs;
+  task->attrs = d->attrs;
+  task->arrival = arrival;
+  task->deadline = ctl.deadline;
+  task->cancelled = ctl.cancelled;
+  const int log_level = cfg_.log_level;
+  Metrics* metrics = &metrics_;
+  std::string op_name = d->op->name;
+  std::string request_id = req.request_id();
+  task->done = [d, resp, done, arrival, backend, device_id, device_label, log_level, metrics, op_name,
+                request_id](Status st, const TaskTiming& timing) {
+    auto* info = resp->mutable_info();
+    info->set_backend(backend);
+    info->set_device(device_id);
+    info->set_queue_ns(timing.queue_ns);
+    info->set_execute_ns(timing.execute_ns);
+    if (!st.ok()) resp->clear_outputs();
+    resp->mutable_status()->set_code(static_cast<int>(st.code()));
+    resp->mutable_status()->set_message(st.message());
+    info->set_total_ns(NsSince(arrival));
+    metrics->ObserveRequest(op_name, backend, device_label, std::string(StatusCodeName(st.code())),
+                            static_cast<double>(info->total_ns()) * 1e-9);
+    if (log_level >= 1)
+      std::fprintf(stderr, "kerneld: request id=%s op=%s backend=%s device=%s code=%s total_us=%lld%s%s\n",
+                   request_id.c_str(), op_name.c_str(), backend.c_str(), device_id.c_str(),
+                   std::string(StatusCodeName(st.code())).c_str(),
+                   static_cast<long long>(info->total_ns() / 1000), st.ok() ? "" : " error=",
+                   st.ok() ? "" : st.message().c_str());
+    done(st);
+  };
+  if (!place.worker->Submit(task)) {
+    fail(ResourceExhausted(d->op->name + ": " + device_id + " queue is full (" +
+                           std::to_string(place.worker->capacity()) +
+                           " requests waiting); retry with backoff, or raise --queue_capacity"),
+         d->op->name, backend, device_label);
+  }
+}
+
+}  // namespace kerneld::server
