@@ -1,0 +1,75 @@
+// dtype names and float16 / bfloat16 conversion: every float16 value round
+// trips; float -> half / bfloat16 agrees with the compiler's own IEEE
+// conversion (round to nearest even) over a broad sweep, NaN and Inf included.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "kerneld/dtype.h"
+#include "kerneld/half.h"
+
+namespace kerneld {
+namespace {
+
+TEST(DType, NamesAndSizes) {
+  EXPECT_EQ(DTypeName(DType::kBFloat16), "bfloat16");
+  EXPECT_EQ(ItemSize(DType::kFloat16), 2u);
+  EXPECT_EQ(ItemSize(DType::kInt64), 8u);
+  EXPECT_EQ(ItemSize(DType::kBool), 1u);
+  EXPECT_EQ(*ParseDType("fp16"), DType::kFloat16);
+  EXPECT_EQ(*ParseDType("bf16"), DType::kBFloat16);
+  EXPECT_FALSE(ParseDType("float8").has_value());
+  EXPECT_EQ(kFloatingTypes.ToString(), "{float16, bfloat16, float32}");
+  EXPECT_FALSE(kFloatingTypes.Contains(DType::kInt32));
+}
+
+TEST(Half, EveryHalfRoundTrips) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(f)))) << h;
+      continue;
+    }
+    EXPECT_EQ(FloatToHalf(f), h) << "half bits " << h;
+    EXPECT_EQ(static_cast<float>(static_cast<_Float16>(f)), f);  // decode agrees with the compiler
+  }
+}
+
+TEST(Half, FloatToHalfMatchesCompiler) {
+  std::mt19937 rng(1);
+  auto check = [](uint32_t bits) {
+    float f = BitsFloat(bits);
+    _Float16 ref = static_cast<_Float16>(f);
+    uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(f))));
+    } else {
+      ASSERT_EQ(FloatToHalf(f), rb) << "float bits 0x" << std::hex << bits;
+    }
+  };
+  // Dense near the half range (subnormals, normals, overflow edge) + random.
+  for (uint32_t e = 0x33000000u; e < 0x47800000u; e += 0x1001u) check(e), check(e | 0x80000000u);
+  for (int i = 0; i < 2000000; ++i) check(rng());
+  check(FloatBits(65519.f));
+  check(FloatBits(65520.f));
+  check(FloatBits(std::numeric_limits<float>::infinity()));
+}
+
+TEST(BFloat16, RoundsToNearestEven) {
+  EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.0f + 1.0f / 256)), 1.0f);  // tie -> even
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.0f + 1.5f / 256)), 1.0f + 2.0f / 256);
+  EXPECT_TRUE(std::isinf(BFloat16ToFloat(FloatToBFloat16(INFINITY))));
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(NAN))));
+  // A NaN whose payload sits only in the low bits must stay NaN (not Inf).
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(BitsFloat(0x7f800001u)))));
+  // Max float rounds up to Inf, as IEEE says.
+  EXPECT_TRUE(std::isinf(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::max()))));
+}
+
+}  // namespace
+}  // namespace kerneld

@@ -1,0 +1,134 @@
+// The registry and schema validation: registration rules, shape patterns,
+// and the exact messages a client sees.
+#include <gtest/gtest.h>
+
+#include "kerneld/check.h"
+#include "kerneld/op.h"
+
+namespace kerneld {
+namespace {
+
+TensorView View(DType dt, Shape s) {
+  TensorView v;
+  v.dtype = dt;
+  v.shape = std::move(s);
+  return v;
+}
+
+OpDef NormLike() {
+  OpDef op("norm");
+  op.Input("x", kFloatingTypes, "[..., hidden_size]")
+      .Input("weight", kFloatingTypes, "[hidden_size]")
+      .Output("y", SameAs("x"))
+      .SameDType("x", "weight")
+      .AttrWithDefault("eps", AttrType::kFloat, 1e-6)
+      .Impl("cpu", [](KernelContext&) { return Status::Ok(); });
+  return op;
+}
+
+TEST(Registry, BuiltinsAreRegistered) {
+  const OpDef* scale = OpRegistry::Global().Find("scale");
+  ASSERT_NE(scale, nullptr);
+  EXPECT_NE(scale->FindImpl("cpu"), nullptr);
+  EXPECT_EQ(OpRegistry::Global().Find("nope"), nullptr);
+  auto backends = OpRegistry::Global().Backends();
+  EXPECT_NE(std::find(backends.begin(), backends.end(), "cpu"), backends.end());
+}
+
+TEST(Registry, RejectsDuplicates) {
+  OpRegistry r;
+  EXPECT_TRUE(r.Register(NormLike()).ok());
+  Status st = r.Register(NormLike());
+  EXPECT_EQ(st.code(), StatusCode::kAlreadyExists);
+  OpDef two("two");
+  two.Impl("cpu", [](KernelContext&) { return Status::Ok(); })
+      .Impl("cpu", [](KernelContext&) { return Status::Ok(); });
+  EXPECT_EQ(r.Register(std::move(two)).code(), StatusCode::kAlreadyExists);
+}
+
+TEST(Validation, DTypeMessageNamesAllowedTypes) {
+  OpDef op = NormLike();
+  ShapeBindings b;
+  Status st = ValidateInputs(op, {View(DType::kInt32, {4, 8}), View(DType::kFloat32, {8})}, {}, &b);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "norm: 'x' dtype int32 not in {float16, bfloat16, float32}");
+}
+
+TEST(Validation, SymbolicDimMismatchNamesTheDim) {
+  OpDef op = NormLike();
+  ShapeBindings b;
+  Status st = ValidateInputs(op, {View(DType::kFloat32, {2, 4096}), View(DType::kFloat32, {4095})}, {}, &b);
+  EXPECT_EQ(st.message(), "norm: 'weight' dim 0 ('hidden_size'): expected 4096, got 4095");
+}
+
+TEST(Validation, RankAndMissingAndSameDType) {
+  OpDef op = NormLike();
+  ShapeBindings b;
+  Status st = ValidateInputs(op, {View(DType::kFloat32, {}), View(DType::kFloat32, {8})}, {}, &b);
+  EXPECT_NE(st.message().find("rank >= 1"), std::string::npos) << st.message();
+  b = {};
+  st = ValidateInputs(op, {View(DType::kFloat32, {8}), TensorView{}}, {}, &b);
+  EXPECT_EQ(st.message(), "norm: missing input 'weight'");
+  b = {};
+  st = ValidateInputs(op, {View(DType::kFloat32, {8}), View(DType::kFloat16, {8})}, {}, &b);
+  EXPECT_EQ(st.message(), "norm: 'weight' dtype float16 must equal 'x' dtype float32");
+}
+
+TEST(Validation, PatternsWithCoefficientsAndEllipsis) {
+  ShapeBindings b;
+  ShapePattern p = ShapePattern::Parse("[..., 2*d]");
+  EXPECT_TRUE(MatchShape("act", "'x'", p, {3, 5, 8}, &b).ok());
+  EXPECT_EQ(b.symbols["d"], 4);
+  EXPECT_EQ(*b.ellipsis, (Shape{3, 5}));
+  Shape out;
+  EXPECT_TRUE(EvalShape("act", ShapePattern::Parse("[..., d]"), b, &out).ok());
+  EXPECT_EQ(out, (Shape{3, 5, 4}));
+  ShapeBindings b2;
+  Status st = MatchShape("act", "'x'", p, {3, 7}, &b2);
+  EXPECT_EQ(st.message(), "act: 'x' dim 1 ('2*d'): expected a multiple of 2, got 7");
+  // A second tensor must agree on the ellipsis.
+  ShapeBindings b3;
+  EXPECT_TRUE(MatchShape("n", "'x'", ShapePattern::Parse("[..., h]"), {4, 5, 6}, &b3).ok());
+  st = MatchShape("n", "'r'", ShapePattern::Parse("[..., h]"), {4, 4, 6}, &b3);
+  EXPECT_NE(st.message().find("leading dims [4, 4] must equal the other inputs' [4, 5]"), std::string::npos)
+      << st.message();
+}
+
+TEST(Attrs, ResolveChecksTypesAndDefaults) {
+  OpDef op = NormLike();
+  op.Attr("factor", AttrType::kFloat, "required");
+  AttrMap out;
+  Status st = ResolveAttrs(op, {}, &out);
+  EXPECT_EQ(st.message(), "norm: missing required attr 'factor' (float)");
+  st = ResolveAttrs(op, {{"factor", std::string("two")}}, &out);
+  EXPECT_EQ(st.message(), "norm: attr 'factor' must be float, got string \"two\"");
+  st = ResolveAttrs(op, {{"factor", int64_t{2}}, {"bogus", true}}, &out);
+  EXPECT_EQ(st.message(), "norm: unknown attr 'bogus'; attrs are {eps, factor}");
+  st = ResolveAttrs(op, {{"factor", int64_t{2}}}, &out);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(std::get<double>(out["factor"]), 2.0);  // int widened to float
+  EXPECT_EQ(std::get<double>(out["eps"]), 1e-6);    // default filled in
+}
+
+TEST(Requirements, DeviceAndRequestRejections) {
+  Requirements r = Requirements::Cuda(89);
+  DeviceInfo a100;
+  a100.device = Device::Cuda(0);
+  a100.compute_capability = 80;
+  EXPECT_EQ(*r.RejectDevice(a100), "needs compute capability >= 8.9; cuda:0 is 8.0");
+  DeviceInfo cpu;
+  EXPECT_EQ(*r.RejectDevice(cpu), "needs a cuda device; cpu is cpu");
+  a100.compute_capability = 90;
+  EXPECT_FALSE(r.RejectDevice(a100).has_value());
+  EXPECT_EQ(r.Describe(), "cuda, compute capability >= 8.9");
+}
+
+TEST(Numel, OverflowAndNegative) {
+  EXPECT_EQ(*CheckedNumel({2, 3, 4}), 24);
+  EXPECT_EQ(*CheckedNumel({}), 1);
+  EXPECT_FALSE(CheckedNumel({-1, 4}).has_value());
+  EXPECT_FALSE(CheckedNumel({int64_t{1} << 40, int64_t{1} << 40}).has_value());
+}
+
+}  // namespace
+}  // namespace kerneld
