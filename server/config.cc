@@ -40,6 +40,7 @@ std::string FlagsHelp() {
   --drain_timeout_s=S    on SIGTERM, time allowed to finish in-flight work (30)
   --enable_cuda=BOOL     use GPUs when present (default true)
   --ready_file=PATH      write the bound addresses here once serving
+  --enable_test_ops=BOOL serve the _test_* ops used by the integration tests (false)
 )";
 }
 
@@ -73,6 +74,7 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        }},
       {"enable_cuda", [&](const std::string& v) { return ParseBool(v, &cfg->enable_cuda); }},
       {"ready_file", [&](const std::string& v) { cfg->ready_file = v; return true; }},
+      {"enable_test_ops", [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -86,6 +88,8 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
+    } else if (name == "enable_cuda" || name == "enable_test_ops") {
+      value = "true";  // a bare boolean flag
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {

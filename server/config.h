@@ -20,6 +20,7 @@ struct Config {
   double drain_timeout_s = 30;  // SIGTERM: finish in-flight work within this
   bool enable_cuda = true;      // false: serve from the CPU even with a GPU
   std::string ready_file;       // written with the bound addresses once serving
+  bool enable_test_ops = false; // serve the "_test_*" ops (tests only)
 };
 
 // Parses argv into cfg. Returns "" on success, else a message for the user.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -106,11 +107,18 @@ std::string Daemon::Start() {
 void Daemon::Shutdown() {
   if (!server_) return;
   server_->GetHealthCheckService()->SetServingStatus(false);
-  // Shutdown stops new calls at once and waits for in-flight ones until the
-  // deadline, after which it cancels them.
-  auto deadline = std::chrono::system_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
-  server_->Shutdown(deadline);
+  // Stop accepting work, let what was accepted finish (bounded by the drain
+  // timeout), then shut the server down at once. gRPC's own Shutdown(deadline)
+  // would also wait out idle client connections (seconds), so the waiting
+  // for in-flight requests is ours.
+  runner_->BeginDrain();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
+  while (runner_->inflight() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  if (runner_->inflight() > 0)
+    std::fprintf(stderr, "kerneld: drain timeout: cancelling %d requests\n", runner_->inflight());
+  server_->Shutdown(std::chrono::system_clock::now());
 }
 
 void Daemon::Wait() {

@@ -1,6 +1,7 @@
 // kerneld: entry point. Flags, start-up, signals, drain.
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <thread>
 
@@ -42,7 +43,10 @@ int main(int argc, char** argv) {
     int sig = 0;
     sigwait(&sigs, &sig);
     std::fprintf(stderr, "kerneld: %s received; draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    auto t0 = std::chrono::steady_clock::now();
     daemon.Shutdown();
+    std::fprintf(stderr, "kerneld: drained in %.0f ms\n",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   });
   daemon.Wait();
   // Wait returns only after Shutdown, which only the signal thread calls.

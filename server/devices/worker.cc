@@ -58,12 +58,13 @@ void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
   TaskTiming timing;
   timing.queue_ns = Ns(std::chrono::steady_clock::now() - task->arrival);
   Status st;
-  if (task->cancelled && task->cancelled()) {
-    st = Status(StatusCode::kCancelled, task->op->name + ": cancelled by the client before it ran");
-  } else if (std::chrono::system_clock::now() >= task->deadline) {
+  // Deadline first: gRPC also marks a call whose deadline passed as cancelled.
+  if (std::chrono::system_clock::now() >= task->deadline) {
     st = Status(StatusCode::kDeadlineExceeded,
                 task->op->name + ": deadline passed after " +
                     std::to_string(timing.queue_ns / 1000) + " us in the queue; not executed");
+  } else if (task->cancelled && task->cancelled()) {
+    st = Status(StatusCode::kCancelled, task->op->name + ": cancelled by the client before it ran");
   } else {
     inflight_.fetch_add(1, std::memory_order_relaxed);
     st = Execute(*task, &timing);

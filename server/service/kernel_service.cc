@@ -39,6 +39,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
   bool found = false;
   for (const OpDef* op : OpRegistry::Global().List()) {
     if (!req->name().empty() && req->name() != op->name) continue;
+    if (op->test_only() && !cfg_.enable_test_ops) continue;
     found = true;
     v1::KernelInfo* k = resp->add_kernels();
     k->set_name(op->name);

@@ -44,11 +44,13 @@ struct Decoded {
   std::shared_ptr<Scratch> scratch = std::make_shared<Scratch>();
 };
 
-Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, Decoded* d) {
+Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool test_ops, Decoded* d) {
   const OpDef* op = OpRegistry::Global().Find(req.op());
+  if (op != nullptr && op->test_only() && !test_ops) op = nullptr;
   if (op == nullptr) {
     std::vector<std::string> names;
-    for (const OpDef* o : OpRegistry::Global().List()) names.push_back(o->name);
+    for (const OpDef* o : OpRegistry::Global().List())
+      if (!o->test_only() || test_ops) names.push_back(o->name);
     if (req.op().empty()) return InvalidArgument("ExecuteRequest.op is empty; ops are " + NameList(names));
     return NotFound("unknown op '" + req.op() + "'; this server has " + NameList(names) +
                     " (ListKernels describes them)");
@@ -178,9 +180,14 @@ std::string DescribeRequest(const Decoded& d) {
 }  // namespace
 
 void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
-                          std::function<void(const Status&)> done) {
+                          std::function<void(const Status&)> user_done) {
   const auto arrival = Clock::now();
   resp->set_request_id(req.request_id());
+  inflight_.fetch_add(1);
+  auto done = [this, user_done = std::move(user_done)](const Status& st) {
+    user_done(st);
+    inflight_.fetch_sub(1);
+  };
 
   auto fail = [&](const Status& st, const std::string& op_label, const std::string& backend,
                   const std::string& device) {
@@ -197,8 +204,14 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
     done(st);
   };
 
+  if (draining_.load()) {
+    fail(Unavailable("kerneld is shutting down and accepts no new requests; retry on another "
+                     "replica"),
+         OpRegistry::Global().Find(req.op()) ? req.op() : "_unknown", "none", "none");
+    return;
+  }
   auto d = std::make_shared<Decoded>();
-  if (Status st = Decode(req, resp, d.get()); !st.ok()) {
+  if (Status st = Decode(req, resp, cfg_.enable_test_ops, d.get()); !st.ok()) {
     // Only registered op names become label values: clients cannot mint series.
     fail(st, d->op ? d->op->name : "_unknown", "none", "none");
     return;

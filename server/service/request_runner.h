@@ -3,6 +3,7 @@
 // and complete the response when the worker is done.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -31,6 +32,11 @@ class RequestRunner {
   void Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
              std::function<void(const Status&)> done);
 
+  // After this, new requests are refused with UNAVAILABLE.
+  void BeginDrain() { draining_.store(true); }
+  // Requests started and not yet completed.
+  int inflight() const { return inflight_.load(); }
+
   const Scheduler& scheduler() const { return scheduler_; }
   const DeviceManager& devices() const { return devices_; }
 
@@ -39,6 +45,8 @@ class RequestRunner {
   DeviceManager& devices_;
   Scheduler scheduler_;
   Metrics& metrics_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> inflight_{0};
 };
 
 }  // namespace kerneld::server

@@ -187,6 +187,9 @@ struct OpDef {
 
   explicit OpDef(std::string n) : name(std::move(n)) {}
 
+  // Ops named "_test_*" exist for tests only; servers hide them by default.
+  bool test_only() const { return name.rfind("_test", 0) == 0; }
+
   OpDef& Doc(std::string d) { doc = std::move(d); return *this; }
   OpDef& Input(std::string n, DTypeSet dts, const std::string& shape = "[...]",
                std::string d = "");

@@ -1,0 +1,155 @@
+// Integration-test fixture: starts the real kerneld binary on an ephemeral
+// loopback port (and a unix socket), waits for its ready file, and talks to
+// it through the real client library. Teardown sends SIGTERM and checks the
+// daemon exits 0.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "client.h"
+#include "tensor_util.h"
+
+namespace kerneld::testing {
+
+namespace v1 = ::kerneld::v1;
+
+class Daemon {
+ public:
+  explicit Daemon(std::vector<std::string> extra_flags = {}, bool with_unix = true) {
+    char dir_tmpl[] = "/tmp/kerneld-test-XXXXXX";
+    dir_ = mkdtemp(dir_tmpl);
+    ready_ = dir_ + "/ready";
+    if (with_unix) unix_ = "unix:" + dir_ + "/kerneld.sock";
+    std::vector<std::string> args = {KERNELD_BINARY, "--listen=127.0.0.1:0",
+                                     "--metrics_listen=127.0.0.1:0", "--ready_file=" + ready_};
+    if (with_unix) args.push_back("--listen=" + unix_);
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    log_ = dir_ + "/stderr.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_.c_str(), "w");
+      dup2(fileno(f), 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream f(ready_);
+      std::string kind, value;
+      while (f >> kind >> value) {
+        if (kind == "grpc" && value.rfind("unix:", 0) != 0) target_ = value;
+        if (kind == "metrics") metrics_port_ = std::stoi(value);
+      }
+      if (!target_.empty()) break;
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!target_.empty()) client_ = std::make_unique<client::KernelClient>(target_);
+  }
+
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::string cmd = "rm -rf " + dir_;
+    if (std::system(cmd.c_str()) != 0) std::perror("rm");
+  }
+
+  bool ok() const { return client_ != nullptr; }
+  client::KernelClient& client() { return *client_; }
+  const std::string& target() const { return target_; }
+  const std::string& unix_target() const { return unix_; }
+  int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
+  std::string Log() const {
+    std::ifstream f(log_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+
+  // SIGTERM and wait; returns the exit status (or -1 on signal / timeout).
+  int Terminate(std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+
+  bool Serving() {
+    bool serving = false;
+    return client_->Health("", &serving).ok() && serving;
+  }
+
+  // GET /metrics from the exposer.
+  std::string Metrics() const {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(metrics_port_));
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      close(fd);
+      return "";
+    }
+    std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (write(fd, req.data(), req.size()) < 0) return "";
+    std::string out;
+    char buf[65536];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    close(fd);
+    return out;
+  }
+
+ private:
+  std::string dir_, ready_, unix_, log_, target_;
+  int metrics_port_ = 0;
+  pid_t pid_ = -1;
+  std::unique_ptr<client::KernelClient> client_;
+};
+
+inline v1::ExecuteRequest ScaleRequest(DType dt, std::vector<int64_t> shape, double factor,
+                                       client::HostTensor* x_out = nullptr, uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  client::HostTensor x = client::Random(dt, std::move(shape), rng);
+  v1::ExecuteRequest req;
+  req.set_op("scale");
+  client::ToProto(x, &(*req.mutable_inputs())["x"]);
+  (*req.mutable_attrs())["factor"].set_f(factor);
+  if (x_out) *x_out = x;
+  return req;
+}
+
+}  // namespace kerneld::testing
