@@ -1,0 +1,90 @@
+// Device workers: a task past its deadline or cancelled is never executed; a
+// full queue refuses; Stop drains what was queued.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+#include "devices/cpu_worker.h"
+
+namespace kerneld::server {
+namespace {
+
+struct Probe {
+  OpDef op{"probe"};
+  std::atomic<int> runs{0};
+  Probe() {
+    op.Impl("cpu", [this](KernelContext&) {
+      ++runs;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return Status::Ok();
+    });
+  }
+  std::unique_ptr<Task> MakeTask(std::promise<Status>* result) {
+    auto t = std::make_unique<Task>();
+    t->op = &op;
+    t->impl = &op.impls[0];
+    t->arrival = std::chrono::steady_clock::now();
+    t->done = [result](Status st, const TaskTiming&) { result->set_value(st); };
+    return t;
+  }
+};
+
+TEST(Worker, RunsTasks) {
+  Probe p;
+  CpuWorker w(1, 1, 4);
+  std::promise<Status> r;
+  auto t = p.MakeTask(&r);
+  ASSERT_TRUE(w.Submit(t));
+  EXPECT_TRUE(r.get_future().get().ok());
+  EXPECT_EQ(p.runs, 1);
+}
+
+TEST(Worker, ExpiredDeadlineIsNotExecuted) {
+  Probe p;
+  CpuWorker w(1, 1, 4);
+  std::promise<Status> r;
+  auto t = p.MakeTask(&r);
+  t->deadline = std::chrono::system_clock::now() - std::chrono::milliseconds(1);
+  ASSERT_TRUE(w.Submit(t));
+  Status st = r.get_future().get();
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(st.message().find("not executed"), std::string::npos);
+  EXPECT_EQ(p.runs, 0);
+}
+
+TEST(Worker, CancelledIsNotExecuted) {
+  Probe p;
+  CpuWorker w(1, 1, 4);
+  std::promise<Status> r;
+  auto t = p.MakeTask(&r);
+  t->cancelled = [] { return true; };
+  ASSERT_TRUE(w.Submit(t));
+  EXPECT_EQ(r.get_future().get().code(), StatusCode::kCancelled);
+  EXPECT_EQ(p.runs, 0);
+}
+
+TEST(Worker, FullQueueRefusesAndStopDrains) {
+  Probe p;
+  CpuWorker w(1, 1, 2);
+  std::vector<std::promise<Status>> rs(6);
+  int accepted = 0, refused = 0;
+  for (auto& r : rs) {
+    auto t = p.MakeTask(&r);
+    if (w.Submit(t)) {
+      ++accepted;
+    } else {
+      ++refused;
+      EXPECT_NE(t, nullptr);  // a refused task is handed back untouched
+    }
+  }
+  EXPECT_GE(refused, 3);  // one running + two queued at most
+  w.Stop();               // finishes what was accepted
+  EXPECT_EQ(p.runs, accepted);
+  std::promise<Status> late;
+  auto t = p.MakeTask(&late);
+  EXPECT_FALSE(w.Submit(t));  // stopped: refuses
+}
+
+}  // namespace
+}  // namespace kerneld::server
