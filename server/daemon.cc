@@ -48,6 +48,12 @@ std::string ProbeTcp(const std::string& addr) {
 Daemon::Daemon(Config cfg) : cfg_(std::move(cfg)) {}
 
 Daemon::~Daemon() {
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    stopping_ = true;
+  }
+  health_cv_.notify_all();
+  if (health_thread_.joinable()) health_thread_.join();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
   if (devices_) devices_->StopAll();
 }
@@ -91,6 +97,7 @@ std::string Daemon::Start() {
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
   server_->GetHealthCheckService()->SetServingStatus("kerneld.v1.KernelService", true);
+  health_thread_ = std::thread([this] { HealthLoop(); });
 
   if (!cfg_.ready_file.empty()) {
     std::string tmp = cfg_.ready_file + ".tmp";
@@ -104,7 +111,22 @@ std::string Daemon::Start() {
   return "";
 }
 
+void Daemon::HealthLoop() {
+  std::unique_lock<std::mutex> lock(health_mu_);
+  while (!stopping_) {
+    for (const auto& w : devices_->workers())
+      server_->GetHealthCheckService()->SetServingStatus("kerneld.device/" + w->info().device.ToString(),
+                                                         w->healthy());
+    health_cv_.wait_for(lock, std::chrono::milliseconds(500));
+  }
+}
+
 void Daemon::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    stopping_ = true;  // the device health loop must not flip statuses back
+  }
+  health_cv_.notify_all();
   if (!server_) return;
   server_->GetHealthCheckService()->SetServingStatus(false);
   // Stop accepting work, let what was accepted finish (bounded by the drain

@@ -2,7 +2,10 @@
 // metrics exposer, devices; start-up and graceful drain.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,13 @@ class Daemon {
   std::unique_ptr<KernelServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> bound_;
+  // Publishes per-device health ("kerneld.device/cuda:0") to the health
+  // service, so a GPU lost to a sticky error shows without a request.
+  void HealthLoop();
+  std::thread health_thread_;
+  std::mutex health_mu_;
+  std::condition_variable health_cv_;
+  bool stopping_ = false;
 };
 
 }  // namespace kerneld::server

@@ -8,5 +8,6 @@
 namespace kerneld::cuda {
 
 Status Scale(KernelContext& ctx);
+Status TestFault(KernelContext& ctx);  // test only: faults the device
 
 }  // namespace kerneld::cuda

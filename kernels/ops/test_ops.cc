@@ -31,4 +31,20 @@ KERNELD_OP(test_sleep) {
   return op;
 }
 
+KERNELD_OP(test_fault) {
+  OpDef op("_test_fault");
+  op.Doc("test only: faults the GPU it runs on (illegal address); the CPU impl is a no-op")
+      .Input("x", DTypeSet::All())
+      .Output("y", SameAs("x"))
+      .Impl("cpu", [](KernelContext& ctx) {
+        const TensorView& x = ctx.input("x");
+        std::memcpy(ctx.output("y").raw(), x.raw(), static_cast<size_t>(x.nbytes()));
+        return Status::Ok();
+      });
+#ifdef KERNELD_WITH_CUDA
+  op.Impl("cuda", cuda::TestFault, Requirements::Cuda(0), 10);
+#endif
+  return op;
+}
+
 }  // namespace kerneld

@@ -32,6 +32,8 @@ KernelContext ProbeFor(const KernelContext& probe, const DeviceInfo& dev) {
   return c;
 }
 
+std::string JoinReasons(const std::vector<std::string>& r) { return Join(r, "; "); }
+
 }  // namespace
 
 std::vector<std::string> Scheduler::KnownBackends() const {
@@ -100,12 +102,19 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
                    [](const ImplDef* a, const ImplDef* b) { return a->priority > b->priority; });
 
   std::vector<std::string> reasons;
+  int rejections = 0, unhealthy = 0;
   for (const ImplDef* impl : impls) {
     DeviceWorker* best = nullptr;
     int best_load = 0;
     std::vector<std::string> why_not;
     for (DeviceWorker* w : targets) {
       DeviceInfo d = w->Snapshot();
+      ++rejections;  // undone below when the device takes it
+      if (!d.healthy && d.device.kind == impl->requires_.device_kind) {
+        ++unhealthy;
+        why_not.push_back(d.device.ToString() + " is unhealthy after a sticky device error");
+        continue;
+      }
       if (auto r = impl->requires_.RejectDevice(d)) {
         why_not.push_back(*r);
         continue;
@@ -122,6 +131,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
         why_not.push_back(d.device.ToString() + ": " + *r);
         continue;
       }
+      --rejections;
       int load = w->queue_depth() + w->inflight();
       if (best == nullptr || load < best_load) {
         best = w;
@@ -137,6 +147,10 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
     reasons.push_back(impl->backend + ": " + Join(why_not, "; "));
   }
   if (impls.empty()) reasons.push_back("no implementation");
+  // Every candidate failed only because its device is down: that is the
+  // server's state, not the request's fault, and retrying elsewhere helps.
+  if (unhealthy > 0 && unhealthy == rejections)
+    return Unavailable(op.name + ": " + JoinReasons(reasons) + "; retry on another device or backend");
   std::string msg = op.name + ": no eligible backend";
   if (!device.empty()) msg += " on device '" + device + "'";
   msg += " (" + Join(reasons, "; ") + ")";

@@ -36,7 +36,10 @@ class Daemon {
     dir_ = mkdtemp(dir_tmpl);
     ready_ = dir_ + "/ready";
     if (with_unix) unix_ = "unix:" + dir_ + "/kerneld.sock";
-    std::vector<std::string> args = {KERNELD_BINARY, "--listen=127.0.0.1:0",
+    // KERNELD_BINARY in the environment overrides the build tree's daemon
+    // (the packaged tests on the GPU machine run the packaged binary).
+    const char* bin_env = std::getenv("KERNELD_BINARY");
+    std::vector<std::string> args = {bin_env ? bin_env : KERNELD_BINARY, "--listen=127.0.0.1:0",
                                      "--metrics_listen=127.0.0.1:0", "--ready_file=" + ready_};
     if (with_unix) args.push_back("--listen=" + unix_);
     args.insert(args.end(), extra_flags.begin(), extra_flags.end());

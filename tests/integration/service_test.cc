@@ -170,6 +170,8 @@ TEST_F(ServiceTest, HealthServing) {
   EXPECT_TRUE(serving);
   ASSERT_TRUE(daemon_->client().Health("kerneld.v1.KernelService", &serving).ok());
   EXPECT_TRUE(serving);
+  ASSERT_TRUE(daemon_->client().Health("kerneld.device/cpu", &serving).ok());
+  EXPECT_TRUE(serving);
 }
 
 TEST_F(ServiceTest, ReflectionListsServices) {

@@ -1,0 +1,288 @@
+// GPU kernel benchmark: every op x dtype x shape through the registry's
+// implementations, timed with CUDA events (warm-up, median of many, optional
+// L2 flush between runs), reported as time, GB/s of the bytes that must
+// move (inputs read once, outputs written once) or TFLOP/s, and the ratio
+// to a reference measured in the same run: a device-to-device copy of the
+// same bytes (memory-bound ops) or cuBLAS (gemm).
+//
+//   build/bench/kernel_bench [--flush-l2] [--reps N] [--ops a,b] [--shapes decode,mid,large]
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kerneld/check.h"
+#include "kerneld/op.h"
+
+using namespace kerneld;
+
+namespace {
+
+#define CK(x)                                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+__device__ uint32_t Hash(uint64_t i, uint32_t seed) {
+  uint64_t z = i * 0x9e3779b97f4a7c15ull + seed;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<uint32_t>(z ^ (z >> 31));
+}
+
+// Random data on the device (never zeros): uniform in [lo, hi) for floats,
+// i % mod for integers.
+__global__ void Fill(void* p, int64_t n, int dtype, uint32_t seed, float lo, float hi, int64_t mod) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float u = lo + (hi - lo) * (Hash(i, seed) >> 8) * (1.0f / 16777216.0f);
+    switch (dtype) {
+      case 1: static_cast<__half*>(p)[i] = __float2half_rn(u); break;
+      case 2: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(u); break;
+      case 3: static_cast<float*>(p)[i] = u; break;
+      case 7: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(Hash(i, seed) % mod); break;
+      case 8: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(Hash(i, seed) % mod); break;
+      default: break;
+    }
+  }
+}
+
+struct ShapeSet {
+  const char* name;
+  int64_t rows, hidden;
+};
+
+// Shapes of each op's inputs for a (rows, hidden) problem.
+std::map<std::string, Shape> InputShapes(const std::string& op, int64_t t, int64_t h) {
+  if (op == "rmsnorm") return {{"x", {t, h}}, {"weight", {h}}};
+  if (op == "fused_add_rmsnorm") return {{"x", {t, h}}, {"residual", {t, h}}, {"weight", {h}}};
+  if (op == "layernorm") return {{"x", {t, h}}, {"gamma", {h}}, {"beta", {h}}};
+  if (op == "add") return {{"a", {t, h}}, {"b", {t, h}}};
+  if (op == "rope") return {{"q", {t, h / 128, 128}}, {"k", {t, std::max<int64_t>(1, h / 512), 128}},
+                            {"positions", {t}}, {"cos_sin_cache", {8192, 128}}};
+  if (op == "softmax") return {{"logits", {t, h}}};
+  if (op == "top_k_top_p_sampling") return {{"probs", {t, h}}};
+  return {{"x", {t, h}}};  // scale, *_and_mul
+}
+
+AttrMap Attrs(const std::string& op) {
+  if (op == "scale") return {{"factor", 1.5}};
+  if (op == "top_k_top_p_sampling") return {{"top_k", int64_t{50}}, {"top_p", 0.9}, {"seed", int64_t{1}}};
+  return {};
+}
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() { CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b)); }
+};
+
+template <typename F>
+double MedianMs(cudaStream_t s, int reps, void* flush, size_t flush_bytes, F&& f) {
+  Timer t;
+  for (int i = 0; i < 3; ++i) f();  // warm-up
+  CK(cudaStreamSynchronize(s));
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    if (flush) CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s));
+    CK(cudaEventRecord(t.a, s));
+    f();
+    CK(cudaEventRecord(t.b, s));
+    CK(cudaEventSynchronize(t.b));
+    float m;
+    CK(cudaEventElapsedTime(&m, t.a, t.b));
+    ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool flush_l2 = false;
+  int reps = 50;
+  std::set<std::string> only_ops, only_shapes;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto list = [&](std::set<std::string>* out) {
+      std::stringstream ss(argv[++i]);
+      for (std::string x; std::getline(ss, x, ',');) out->insert(x);
+    };
+    if (a == "--flush-l2") flush_l2 = true;
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--ops" && i + 1 < argc) list(&only_ops);
+    else if (a == "--shapes" && i + 1 < argc) list(&only_shapes);
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("kernel_bench: no GPU on this machine; nothing to measure\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  DeviceInfo dev;
+  dev.device = Device::Cuda(0);
+  dev.name = prop.name;
+  dev.compute_capability = prop.major * 10 + prop.minor;
+  dev.sm_count = prop.multiProcessorCount;
+  dev.l2_bytes = prop.l2CacheSize;
+  std::printf("device: %s, %d SMs, L2 %d MiB, %s\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20, flush_l2 ? "L2 flushed between runs" : "L2 warm");
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* flush = nullptr;
+  size_t flush_bytes = 2 * static_cast<size_t>(prop.l2CacheSize);
+  if (flush_l2) CK(cudaMalloc(&flush, flush_bytes));
+
+  const ShapeSet shapes[] = {{"decode", 16, 4096}, {"mid", 4096, 4096}, {"large", 32768, 8192}};
+  std::printf("%-22s %-9s %-7s %-8s %10s %10s %10s %8s\n", "op", "dtype", "shape", "impl", "us", "GB/s",
+              "copy GB/s", "vs copy");
+  for (const OpDef* op : OpRegistry::Global().List()) {
+    if (op->test_only() || op->name == "gemm") continue;
+    if (!only_ops.empty() && !only_ops.count(op->name)) continue;
+    for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
+      for (const ShapeSet& ss : shapes) {
+        if (!only_shapes.empty() && !only_shapes.count(ss.name)) continue;
+        KernelContext ctx;
+        ctx.op = op;
+        ctx.device = dev;
+        ctx.stream = s;
+        if (!ResolveAttrs(*op, Attrs(op->name), &ctx.attrs).ok()) continue;
+        auto shp = InputShapes(op->name, ss.rows, ss.hidden);
+        std::vector<void*> allocs;
+        ctx.inputs.resize(op->inputs.size());
+        bool skip = false;
+        for (size_t i = 0; i < op->inputs.size(); ++i) {
+          const InputDef& in = op->inputs[i];
+          TensorView& v = ctx.inputs[i];
+          v.device = dev.device;
+          v.dtype = in.dtypes.Contains(dt) ? dt : DType::kInvalid;
+          if (v.dtype == DType::kInvalid) in.dtypes.ForEach([&](DType d) { if (v.dtype == DType::kInvalid) v.dtype = d; });
+          if (!shp.count(in.name)) { skip = true; break; }
+          v.shape = shp[in.name];
+          CK(cudaMalloc(&v.data, static_cast<size_t>(v.nbytes())));
+          allocs.push_back(v.data);
+          float lo = -1, hi = 1;
+          if (op->name == "top_k_top_p_sampling") lo = 0.5f / static_cast<float>(ss.hidden), hi = 1.5f / static_cast<float>(ss.hidden);
+          Fill<<<1024, 256, 0, s>>>(v.data, v.numel(), static_cast<int>(v.dtype), static_cast<uint32_t>(i + 1), lo, hi, 8192);
+          CK(cudaGetLastError());
+        }
+        if (skip || ctx.inputs[0].dtype != dt) {
+          for (void* p : allocs) cudaFree(p);
+          continue;
+        }
+        ShapeBindings bind;
+        std::vector<OutputSpec> specs;
+        if (!ValidateInputs(*op, ctx.inputs, ctx.attrs, &bind).ok() ||
+            !InferOutputs(*op, ctx.inputs, ctx.attrs, bind, &specs).ok()) {
+          std::printf("%-22s %-9s %-7s skipped: inputs do not validate\n", op->name.c_str(),
+                      std::string(DTypeName(dt)).c_str(), ss.name);
+          for (void* p : allocs) cudaFree(p);
+          continue;
+        }
+        int64_t bytes = 0;
+        for (const auto& v : ctx.inputs) bytes += v.nbytes();
+        ctx.outputs.resize(op->outputs.size());
+        for (size_t i = 0; i < op->outputs.size(); ++i) {
+          TensorView& v = ctx.outputs[i];
+          v.device = dev.device;
+          v.dtype = specs[i].dtype;
+          v.shape = specs[i].shape;
+          const std::string& ip = op->outputs[i].in_place_of;
+          if (!ip.empty()) {
+            v.data = ctx.inputs[static_cast<size_t>(op->InputIndex(ip))].data;
+          } else {
+            CK(cudaMalloc(&v.data, static_cast<size_t>(v.nbytes())));
+            allocs.push_back(v.data);
+          }
+          bytes += v.nbytes();
+        }
+        // Reference: a device-to-device copy moving the same bytes (half read, half written).
+        void *ca, *cb;
+        CK(cudaMalloc(&ca, static_cast<size_t>(bytes / 2)));
+        CK(cudaMalloc(&cb, static_cast<size_t>(bytes / 2)));
+        const double copy_ms = MedianMs(s, reps, flush, flush_bytes, [&] {
+          CK(cudaMemcpyAsync(cb, ca, static_cast<size_t>(bytes / 2), cudaMemcpyDeviceToDevice, s));
+        });
+        cudaFree(ca);
+        cudaFree(cb);
+        const double copy_gbs = static_cast<double>(bytes) / (copy_ms * 1e-3) / 1e9;
+        for (const ImplDef& impl : op->impls) {
+          if (impl.requires_.device_kind != DeviceKind::kCuda) continue;
+          if (impl.requires_.RejectDevice(dev) || impl.requires_.RejectRequest(ctx)) continue;
+          bool failed = false;
+          const double ms = MedianMs(s, reps, flush, flush_bytes, [&] {
+            if (!impl.fn(ctx).ok()) failed = true;
+          });
+          CK(cudaStreamSynchronize(s));
+          const double gbs = static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+          std::printf("%-22s %-9s %-7s %-8s %10.1f %10.0f %10.0f %8.2f%s\n", op->name.c_str(),
+                      std::string(DTypeName(dt)).c_str(), ss.name, impl.backend.c_str(), ms * 1e3, gbs,
+                      copy_gbs, gbs / copy_gbs, failed ? "  (impl returned an error)" : "");
+        }
+        for (void* p : allocs) cudaFree(p);
+      }
+    }
+  }
+
+  // GEMM: TFLOP/s and the ratio to the cublas impl in the same run.
+  const OpDef* gemm = OpRegistry::Global().Find("gemm");
+  if (gemm && (only_ops.empty() || only_ops.count("gemm"))) {
+    struct G { int64_t m, n, k; bool tb; };
+    for (G g : {G{8192, 8192, 8192, false}, G{16, 4096, 4096, true}, G{16, 4096, 4096, false},
+                G{1, 4096, 4096, true}, G{32, 4096, 4096, true}}) {
+      for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+        KernelContext ctx;
+        ctx.op = gemm;
+        ctx.device = dev;
+        ctx.stream = s;
+        if (!ResolveAttrs(*gemm, {{"transpose_b", g.tb}}, &ctx.attrs).ok()) continue;
+        TensorView a, b, c;
+        a.device = b.device = c.device = dev.device;
+        a.dtype = b.dtype = c.dtype = dt;
+        a.shape = {g.m, g.k};
+        b.shape = g.tb ? Shape{g.n, g.k} : Shape{g.k, g.n};
+        c.shape = {g.m, g.n};
+        CK(cudaMalloc(&a.data, static_cast<size_t>(a.nbytes())));
+        CK(cudaMalloc(&b.data, static_cast<size_t>(b.nbytes())));
+        CK(cudaMalloc(&c.data, static_cast<size_t>(c.nbytes())));
+        Fill<<<1024, 256, 0, s>>>(a.data, a.numel(), static_cast<int>(dt), 11, -1, 1, 1);
+        Fill<<<1024, 256, 0, s>>>(b.data, b.numel(), static_cast<int>(dt), 12, -1, 1, 1);
+        ctx.inputs = {a, b};
+        ctx.outputs = {c};
+        std::map<std::string, double> ms;
+        for (const ImplDef& impl : gemm->impls) {
+          if (impl.requires_.device_kind != DeviceKind::kCuda) continue;
+          if (impl.requires_.RejectDevice(dev) || impl.requires_.RejectRequest(ctx)) continue;
+          ms[impl.backend] = MedianMs(s, g.m >= 4096 ? 10 : reps, flush, flush_bytes, [&] { (void)impl.fn(ctx); });
+        }
+        const double ref = ms.count("cublas") ? ms["cublas"] : 0;
+        for (const auto& [backend, t] : ms) {
+          const double tflops = 2.0 * static_cast<double>(g.m * g.n * g.k) / (t * 1e-3) / 1e12;
+          const double gbs = static_cast<double>(a.nbytes() + b.nbytes() + c.nbytes()) / (t * 1e-3) / 1e9;
+          char shape[64];
+          std::snprintf(shape, sizeof shape, "%lldx%lldx%lld%s", static_cast<long long>(g.m),
+                        static_cast<long long>(g.n), static_cast<long long>(g.k), g.tb ? "T" : "");
+          std::printf("%-22s %-9s %-16s %-8s %10.1f us %8.1f TFLOP/s %7.0f GB/s  vs cublas %.2f\n", "gemm",
+                      std::string(DTypeName(dt)).c_str(), shape, backend.c_str(), t * 1e3, tflops, gbs,
+                      ref > 0 ? ref / t : 0.0);
+        }
+        cudaFree(a.data);
+        cudaFree(b.data);
+        cudaFree(c.data);
+      }
+    }
+  }
+  return 0;
+}
