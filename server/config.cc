@@ -41,6 +41,8 @@ std::string FlagsHelp() {
   --enable_cuda=BOOL     use GPUs when present (default true)
   --ready_file=PATH      write the bound addresses here once serving
   --enable_test_ops=BOOL serve the _test_* ops used by the integration tests (false)
+  --allow_client_buffers allow clients to register their CUDA IPC / shared memory even
+                         when listening beyond loopback (default: only on loopback/unix)
 )";
 }
 
@@ -75,6 +77,7 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       {"enable_cuda", [&](const std::string& v) { return ParseBool(v, &cfg->enable_cuda); }},
       {"ready_file", [&](const std::string& v) { cfg->ready_file = v; return true; }},
       {"enable_test_ops", [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
+      {"allow_client_buffers", [&](const std::string& v) { return ParseBool(v, &cfg->allow_client_buffers); }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -88,7 +91,7 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-    } else if (name == "enable_cuda" || name == "enable_test_ops") {
+    } else if (name == "enable_cuda" || name == "enable_test_ops" || name == "allow_client_buffers") {
       value = "true";  // a bare boolean flag
     } else if (i + 1 < argc) {
       value = argv[++i];

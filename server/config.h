@@ -21,6 +21,7 @@ struct Config {
   bool enable_cuda = true;      // false: serve from the CPU even with a GPU
   std::string ready_file;       // written with the bound addresses once serving
   bool enable_test_ops = false; // serve the "_test_*" ops (tests only)
+  bool allow_client_buffers = false;  // client buffers even when not on loopback
 };
 
 // Parses argv into cfg. Returns "" on success, else a message for the user.

@@ -64,7 +64,9 @@ std::string Daemon::Start() {
     if (std::string err = metrics_->Listen(cfg_.metrics_listen); !err.empty()) return err;
   }
   devices_ = std::make_unique<DeviceManager>(cfg_);
-  runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_);
+  buffers_ = std::make_unique<BufferRegistry>();
+  runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get());
+  buffer_service_ = std::make_unique<BufferServiceImpl>(cfg_, *devices_, *buffers_);
   service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -85,6 +87,7 @@ std::string Daemon::Start() {
     builder.AddListeningPort(addrs[i], grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(service_.get());
+  builder.RegisterService(buffer_service_.get());
   server_ = builder.BuildAndStart();
   if (!server_) return "cannot start the gRPC server on " + cfg_.listen + " (address in use or invalid)";
   for (size_t i = 0; i < addrs.size(); ++i) {

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "devices/device_manager.h"
 #include "metrics/metrics.h"
+#include "service/buffer_service.h"
 #include "service/kernel_service.h"
 #include "service/request_runner.h"
 
@@ -38,6 +39,8 @@ class Daemon {
   Config cfg_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<DeviceManager> devices_;
+  std::unique_ptr<BufferRegistry> buffers_;
+  std::unique_ptr<BufferServiceImpl> buffer_service_;
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<KernelServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -87,10 +87,11 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
     targets.push_back(w);
   } else {
     // Where the data lives: a tensor already on a GPU pins the request there.
-    for (const auto& v : probe.inputs)
-      if (v.device.is_cuda())
-        for (const auto& w : devices_.workers())
-          if (w->info().device == v.device) targets = {w.get()};
+    for (const auto* vs : {&probe.inputs, &probe.outputs})
+      for (const auto& v : *vs)
+        if (v.device.is_cuda())
+          for (const auto& w : devices_.workers())
+            if (w->info().device == v.device) targets = {w.get()};
     if (targets.empty())
       for (const auto& w : devices_.workers()) targets.push_back(w.get());
   }
@@ -121,10 +122,11 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
       }
       // Tensors on one GPU cannot be read from another device.
       bool foreign = false;
-      for (const auto& v : probe.inputs)
-        if (v.device.is_cuda() && !(v.device == d.device)) foreign = true;
+      for (const auto* vs : {&probe.inputs, &probe.outputs})
+        for (const auto& v : *vs)
+          if (v.device.is_cuda() && !(v.device == d.device)) foreign = true;
       if (foreign) {
-        why_not.push_back("its tensors live on another device than " + d.device.ToString());
+        why_not.push_back("its buffers live on another device than " + d.device.ToString());
         continue;
       }
       if (auto r = impl->requires_.RejectRequest(ProbeFor(probe, d))) {

@@ -1,6 +1,7 @@
 #include "service/kernel_service.h"
 
 #include "build_info.h"
+#include "service/buffer_service.h"
 #include "service/execute_stream.h"
 #include "service/tensor_codec.h"
 
@@ -15,6 +16,7 @@ CallControl ControlFor(grpc::CallbackServerContext* ctx) {
   CallControl c;
   c.deadline = ctx->deadline();
   c.cancelled = [ctx] { return ctx->IsCancelled(); };
+  c.principal = PrincipalOf(ctx);
   return c;
 }
 

@@ -42,9 +42,26 @@ struct Decoded {
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
   std::shared_ptr<Scratch> scratch = std::make_shared<Scratch>();
+  std::vector<RegionPin> pins;  // regions this request uses, held until it completes
 };
 
-Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool test_ops, Decoded* d) {
+// Where a BufferRef points, checked: the region, its device, the pointer.
+Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& what, const v1::BufferRef& ref,
+                  int64_t nbytes, DType dt, Decoded* d, TensorView* v) {
+  if (reg == nullptr) return {StatusCode::kUnimplemented, what + ": this server has no buffer registry"};
+  RegionPin pin;
+  char* p = nullptr;
+  Status st = reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), ItemSize(dt), &pin, &p);
+  if (!st.ok()) return Status(st.code(), what + ": " + st.message());
+  v->data = p;
+  v->byte_offset = 0;
+  v->device = pin.region()->device;
+  d->pins.push_back(std::move(pin));
+  return Status::Ok();
+}
+
+Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool test_ops, BufferRegistry* reg,
+              const Principal& who, Decoded* d) {
   const OpDef* op = OpRegistry::Global().Find(req.op());
   if (op != nullptr && op->test_only() && !test_ops) op = nullptr;
   if (op == nullptr) {
@@ -101,9 +118,8 @@ Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool tes
         break;
       }
       case v1::Tensor::kBuffer:
-        return {StatusCode::kUnimplemented,
-                what + ": buffer references need the BufferService, which this server does not "
-                       "offer yet; send the tensor as inline_data"};
+        KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, what, t.buffer(), nbytes, v.dtype, d, &v));
+        break;
       case v1::Tensor::DATA_NOT_SET:
         if (nbytes != 0)
           return InvalidArgument(what + " has no data; set inline_data (" + std::to_string(nbytes) +
@@ -132,9 +148,10 @@ Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool tes
     declared.dtype = FromProto(t.dtype());
     declared.shape.assign(t.shape().begin(), t.shape().end());
     KERNELD_RETURN_IF_ERROR(CheckOutput(*op, idx, specs[static_cast<size_t>(idx)], declared));
-    if (t.data_case() == v1::Tensor::kBuffer)
-      return {StatusCode::kUnimplemented, what + ": buffer outputs need the BufferService, which "
-                                                 "this server does not offer yet; omit data to receive the output inline"};
+    if (t.data_case() == v1::Tensor::kBuffer && !op->outputs[static_cast<size_t>(idx)].in_place_of.empty())
+      return InvalidArgument(what + " is written in place of input '" +
+                             op->outputs[static_cast<size_t>(idx)].in_place_of +
+                             "'; it cannot be placed elsewhere (leave it out of outputs)");
     if (t.data_case() == v1::Tensor::kInlineData)
       return InvalidArgument(what + ": outputs take no inline_data; leave data unset to receive "
                                     "the result inline, or name a buffer to have it written there");
@@ -151,20 +168,56 @@ Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool tes
     out.set_dtype(ToProto(spec.dtype));
     for (int64_t s : spec.shape) out.add_shape(s);
     int64_t nbytes = *CheckedNumel(spec.shape) * static_cast<int64_t>(ItemSize(spec.dtype));
-    std::string* bytes = out.mutable_inline_data();
     TensorView& v = d->outputs[i];
     v.dtype = spec.dtype;
     v.shape = spec.shape;
     v.device = Device::Cpu();
+    auto placed = req.outputs().find(od.name);
     if (!od.in_place_of.empty()) {
-      TensorView& in = d->inputs[static_cast<size_t>(op->InputIndex(od.in_place_of))];
-      bytes->assign(static_cast<const char*>(in.raw()), static_cast<size_t>(in.nbytes()));
-      in.data = bytes->data();
-      in.byte_offset = 0;
+      const int in_idx = op->InputIndex(od.in_place_of);
+      TensorView& in = d->inputs[static_cast<size_t>(in_idx)];
+      const v1::Tensor& in_t = req.inputs().at(od.in_place_of);
+      if (in_t.data_case() == v1::Tensor::kBuffer) {
+        *out.mutable_buffer() = in_t.buffer();  // written in place, in the client's buffer
+        v.data = in.data;
+        v.byte_offset = in.byte_offset;
+        v.device = in.device;
+      } else {
+        std::string* bytes = out.mutable_inline_data();
+        bytes->assign(static_cast<const char*>(in.raw()), static_cast<size_t>(in.nbytes()));
+        in.data = bytes->data();
+        in.byte_offset = 0;
+        v.data = bytes->data();
+      }
+    } else if (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer) {
+      KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, op->name + ": output '" + od.name + "'", placed->second.buffer(),
+                                         nbytes, spec.dtype, d, &v));
+      *out.mutable_buffer() = placed->second.buffer();
     } else {
+      std::string* bytes = out.mutable_inline_data();
       bytes->resize(static_cast<size_t>(nbytes));
+      v.data = bytes->data();
     }
-    v.data = bytes->data();
+  }
+  // Outputs placed in buffers must not partly overlap inputs or each other:
+  // a kernel may read an element after another thread overwrote it. Exact
+  // aliasing is allowed where the schema says so (in place, may_alias).
+  for (size_t i = 0; i < d->outputs.size(); ++i) {
+    const OutputDef& od = op->outputs[i];
+    const TensorView& o = d->outputs[i];
+    if (!od.in_place_of.empty()) continue;
+    for (size_t j = 0; j < d->inputs.size(); ++j) {
+      const TensorView& in = d->inputs[j];
+      if (!o.Overlaps(in)) continue;
+      if (od.may_alias == op->inputs[j].name && o.SameMemory(in)) continue;
+      return InvalidArgument(op->name + ": output '" + od.name + "' overlaps input '" + op->inputs[j].name +
+                             "' in its buffer" +
+                             (od.may_alias == op->inputs[j].name ? " without covering exactly the same bytes"
+                                                                  : "; this op cannot write over that input"));
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (o.Overlaps(d->outputs[j]))
+        return InvalidArgument(op->name + ": outputs '" + op->outputs[j].name + "' and '" + od.name + "' overlap");
   }
   return Status::Ok();
 }
@@ -211,7 +264,7 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
     return;
   }
   auto d = std::make_shared<Decoded>();
-  if (Status st = Decode(req, resp, cfg_.enable_test_ops, d.get()); !st.ok()) {
+  if (Status st = Decode(req, resp, cfg_.enable_test_ops, buffers_, ctl.principal, d.get()); !st.ok()) {
     // Only registered op names become label values: clients cannot mint series.
     fail(st, d->op ? d->op->name : "_unknown", "none", "none");
     return;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "buffers/buffer_registry.h"
 #include "devices/device_manager.h"
 #include "kerneld/v1/kerneld.pb.h"
 #include "metrics/metrics.h"
@@ -18,12 +19,13 @@ namespace kerneld::server {
 struct CallControl {
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
   std::function<bool()> cancelled;  // may be empty
+  Principal principal = kAnonymous;  // owner of the buffers it may reference
 };
 
 class RequestRunner {
  public:
-  RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics)
-      : cfg_(cfg), devices_(devices), scheduler_(devices), metrics_(metrics) {}
+  RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers = nullptr)
+      : cfg_(cfg), devices_(devices), scheduler_(devices), metrics_(metrics), buffers_(buffers) {}
 
   // Runs `req` and fills `resp` (outputs, info, status). `done` is called
   // exactly once with the final status, from a worker thread or (for a
@@ -45,6 +47,7 @@ class RequestRunner {
   DeviceManager& devices_;
   Scheduler scheduler_;
   Metrics& metrics_;
+  BufferRegistry* buffers_;
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};
 };

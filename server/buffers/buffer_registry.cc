@@ -1,0 +1,157 @@
+#include "buffers/buffer_registry.h"
+
+#include <random>
+
+namespace kerneld::server {
+
+std::string_view BufferKindName(BufferKind k) {
+  switch (k) {
+    case BufferKind::kCudaIpc: return "cuda_ipc";
+    case BufferKind::kServerAllocated: return "server_allocated";
+    case BufferKind::kSharedMemory: return "shared_memory";
+  }
+  return "?";
+}
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+void Touch(Region& r) {
+  if (r.lease_seconds > 0) r.expires_ns.store(SteadyNowNs() + int64_t{r.lease_seconds} * 1000000000);
+}
+}  // namespace
+
+BufferRegistry::BufferRegistry(bool start_reaper) {
+  if (start_reaper) reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+BufferRegistry::~BufferRegistry() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (reaper_.joinable()) reaper_.join();
+}
+
+std::string BufferRegistry::Add(std::shared_ptr<Region> region) {
+  // Ids are unguessable-ish so that a stale id from a restarted daemon does
+  // not silently name another client's buffer.
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mu_);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "buf-%llu-%08llx", static_cast<unsigned long long>(next_id_++),
+                static_cast<unsigned long long>(rng() & 0xffffffffu));
+  region->id = buf;
+  Touch(*region);
+  regions_[region->id] = std::move(region);
+  return buf;
+}
+
+std::string BufferRegistry::CheckBounds(uint64_t offset, uint64_t nbytes, uint64_t region_size, uint64_t align) {
+  uint64_t end = 0;
+  if (__builtin_add_overflow(offset, nbytes, &end) || end > region_size)
+    return "offset " + std::to_string(offset) + " + " + std::to_string(nbytes) + " bytes exceeds the region's " +
+           std::to_string(region_size) + " bytes";
+  if (align > 1 && offset % align != 0)
+    return "offset " + std::to_string(offset) + " is not a multiple of the element size " + std::to_string(align) +
+           " (tensor of " + std::to_string(nbytes) + " bytes in a region of " + std::to_string(region_size) + ")";
+  return "";
+}
+
+Status BufferRegistry::Find(const Principal& who, const std::string& id, std::shared_ptr<Region>* out) const {
+  auto it = regions_.find(id);
+  // Another principal's buffer is reported exactly like a missing one: its
+  // existence is not the caller's business.
+  if (it == regions_.end() || it->second->owner != who)
+    return NotFound("buffer '" + id + "' not found (never registered, unregistered, or its lease expired)");
+  *out = it->second;
+  return Status::Ok();
+}
+
+Status BufferRegistry::Resolve(const Principal& who, const std::string& buffer_id, uint64_t offset,
+                               uint64_t nbytes, uint64_t align, RegionPin* pin, char** ptr) {
+  std::shared_ptr<Region> r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    KERNELD_RETURN_IF_ERROR(Find(who, buffer_id, &r));
+    // Pin under the lock: an Unregister racing with us either sees the pin
+    // (and defers) or removed the id first (and we report NOT_FOUND).
+    *pin = RegionPin(r);
+  }
+  if (std::string why = CheckBounds(offset, nbytes, r->size, align); !why.empty()) {
+    pin->Reset();
+    return InvalidArgument("buffer '" + buffer_id + "': " + why);
+  }
+  Touch(*r);
+  *ptr = r->base + offset;
+  return Status::Ok();
+}
+
+Status BufferRegistry::Unregister(const Principal& who, const std::string& buffer_id, bool* deferred) {
+  std::shared_ptr<Region> r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    KERNELD_RETURN_IF_ERROR(Find(who, buffer_id, &r));
+    regions_.erase(buffer_id);
+  }
+  *deferred = r->inflight.load() > 0;
+  return Status::Ok();  // r's release runs when the last holder lets go
+}
+
+Status BufferRegistry::Renew(const Principal& who, const std::string& buffer_id, std::shared_ptr<Region>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KERNELD_RETURN_IF_ERROR(Find(who, buffer_id, out));
+  Touch(**out);
+  return Status::Ok();
+}
+
+std::vector<std::shared_ptr<Region>> BufferRegistry::List(const Principal& who) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Region>> out;
+  for (const auto& [_, r] : regions_)
+    if (r->owner == who) out.push_back(r);
+  return out;
+}
+
+size_t BufferRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return regions_.size();
+}
+
+int BufferRegistry::ExpireLeases() {
+  std::vector<std::shared_ptr<Region>> expired;  // released outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = SteadyNowNs();
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      Region& r = *it->second;
+      // A region in use is not expired under its request's feet; it is
+      // touched on use anyway.
+      if (r.lease_seconds > 0 && r.expires_ns.load() <= now && r.inflight.load() == 0) {
+        expired.push_back(std::move(it->second));
+        it = regions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return static_cast<int>(expired.size());
+}
+
+void BufferRegistry::ReaperLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(250));
+    if (stop_) break;
+    lock.unlock();
+    ExpireLeases();
+    lock.lock();
+  }
+}
+
+}  // namespace kerneld::server

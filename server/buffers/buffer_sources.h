@@ -1,0 +1,28 @@
+// Opening and allocating the memory behind registered buffers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "buffers/region.h"
+#include "kerneld/status.h"
+
+namespace kerneld::server {
+
+// POSIX shared memory: shm_open + fstat + mmap of [offset, offset+size).
+Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
+                        std::shared_ptr<Region>* out);
+
+// A client's cudaMalloc allocation shared by a 64-byte cudaIpcMemHandle_t.
+// Checks `size` against the real allocation (cuMemGetAddressRange).
+Status OpenCudaIpc(const std::string& handle, const DeviceInfo& dev, uint64_t size,
+                   std::shared_ptr<Region>* out);
+
+// Server-owned device memory, exported as an IPC handle for the client.
+Status AllocateCuda(const DeviceInfo& dev, uint64_t size, std::shared_ptr<Region>* out,
+                    std::string* ipc_handle);
+
+// Free/total memory of a device (for tests and metrics); false without CUDA.
+bool CudaMemInfo(int device, uint64_t* free_bytes, uint64_t* total_bytes);
+
+}  // namespace kerneld::server

@@ -1,0 +1,52 @@
+// kerneld.v1.BufferService: register, allocate, list, renew and unregister
+// shared buffers. Handlers are short (an mmap, an IPC open) and run inline.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "buffers/buffer_registry.h"
+#include "config.h"
+#include "devices/device_manager.h"
+#include "kerneld/v1/kerneld.grpc.pb.h"
+
+namespace kerneld::server {
+
+// Who is calling. Without authentication every client is one principal;
+// callers go through this function so that per-client principals (mTLS,
+// tokens) change only here.
+Principal PrincipalOf(const grpc::CallbackServerContext* ctx);
+
+// Whether clients may register their own memory: yes on loopback / unix
+// sockets, otherwise only with --allow_client_buffers.
+bool ClientBuffersAllowed(const Config& cfg, std::string* why_not);
+
+class BufferServiceImpl final : public v1::BufferService::CallbackService {
+ public:
+  BufferServiceImpl(const Config& cfg, const DeviceManager& devices, BufferRegistry& registry);
+
+  grpc::ServerUnaryReactor* RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
+                                                  const v1::RegisterCudaIpcBufferRequest* req,
+                                                  v1::RegisterCudaIpcBufferResponse* resp) override;
+  grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx, const v1::AllocateBufferRequest* req,
+                                           v1::AllocateBufferResponse* resp) override;
+  grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                 const v1::RegisterSharedMemoryRequest* req,
+                                                 v1::RegisterSharedMemoryResponse* resp) override;
+  grpc::ServerUnaryReactor* UnregisterBuffer(grpc::CallbackServerContext* ctx,
+                                             const v1::UnregisterBufferRequest* req,
+                                             v1::UnregisterBufferResponse* resp) override;
+  grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx, const v1::RenewLeaseRequest* req,
+                                       v1::RenewLeaseResponse* resp) override;
+  grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* ctx, const v1::ListBuffersRequest* req,
+                                        v1::ListBuffersResponse* resp) override;
+
+ private:
+  Status FindGpu(const std::string& name, DeviceInfo* out) const;
+  const Config& cfg_;
+  const DeviceManager& devices_;
+  BufferRegistry& registry_;
+  bool client_buffers_allowed_;
+  std::string client_buffers_why_not_;
+};
+
+}  // namespace kerneld::server

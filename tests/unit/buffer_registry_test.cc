@@ -1,0 +1,102 @@
+// The buffer registry: bounds arithmetic (overflow included), ownership,
+// deferred unregister, leases.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "buffers/buffer_registry.h"
+
+namespace kerneld::server {
+namespace {
+
+std::shared_ptr<Region> MakeRegion(uint64_t size, int* released, uint32_t lease = 0) {
+  auto r = std::make_shared<Region>();
+  static char backing[1 << 16];
+  r->base = backing;
+  r->size = size;
+  r->owner = kAnonymous;
+  r->lease_seconds = lease;
+  r->release = [released] { ++*released; };
+  return r;
+}
+
+TEST(Bounds, Arithmetic) {
+  EXPECT_EQ(BufferRegistry::CheckBounds(0, 64, 64, 4), "");
+  EXPECT_EQ(BufferRegistry::CheckBounds(60, 4, 64, 4), "");
+  EXPECT_NE(BufferRegistry::CheckBounds(61, 4, 64, 1), "");
+  EXPECT_NE(BufferRegistry::CheckBounds(64, 1, 64, 1), "");
+  EXPECT_EQ(BufferRegistry::CheckBounds(64, 0, 64, 1), "");  // empty tensor at the end
+  // offset + nbytes wraps around 2^64: must be rejected, not "fit".
+  EXPECT_NE(BufferRegistry::CheckBounds(~uint64_t{0}, 2, 64, 1), "");
+  EXPECT_NE(BufferRegistry::CheckBounds(~uint64_t{0}, 0, 64, 1), "");
+  EXPECT_NE(BufferRegistry::CheckBounds(8, ~uint64_t{0} - 4, 64, 1), "");
+  std::string why = BufferRegistry::CheckBounds(2, 4, 64, 4);
+  EXPECT_NE(why.find("not a multiple of the element size 4"), std::string::npos) << why;
+  why = BufferRegistry::CheckBounds(40, 32, 64, 4);
+  EXPECT_NE(why.find("offset 40 + 32 bytes exceeds the region's 64 bytes"), std::string::npos) << why;
+}
+
+TEST(Registry, ResolveChecksOwnerAndBounds) {
+  BufferRegistry reg(false);
+  int released = 0;
+  std::string id = reg.Add(MakeRegion(1024, &released));
+  RegionPin pin;
+  char* p = nullptr;
+  EXPECT_TRUE(reg.Resolve(kAnonymous, id, 16, 64, 4, &pin, &p).ok());
+  EXPECT_EQ(pin.region()->inflight.load(), 1);
+  RegionPin other;
+  Status st = reg.Resolve("mallory", id, 0, 4, 4, &other, &p);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);  // someone else's buffer looks absent
+  st = reg.Resolve(kAnonymous, id, 1020, 8, 4, &other, &p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(other.region(), nullptr);  // a failed resolve pins nothing
+  EXPECT_EQ(reg.Resolve(kAnonymous, "buf-nope", 0, 4, 4, &other, &p).code(), StatusCode::kNotFound);
+}
+
+TEST(Registry, UnregisterInUseIsDeferredAndTwiceIsNotFound) {
+  BufferRegistry reg(false);
+  int released = 0;
+  std::string id = reg.Add(MakeRegion(1024, &released));
+  RegionPin pin;
+  char* p = nullptr;
+  ASSERT_TRUE(reg.Resolve(kAnonymous, id, 0, 64, 4, &pin, &p).ok());
+  bool deferred = false;
+  ASSERT_TRUE(reg.Unregister(kAnonymous, id, &deferred).ok());
+  EXPECT_TRUE(deferred);
+  EXPECT_EQ(released, 0);  // the request still uses it
+  EXPECT_EQ(reg.Unregister(kAnonymous, id, &deferred).code(), StatusCode::kNotFound);
+  RegionPin again;
+  EXPECT_EQ(reg.Resolve(kAnonymous, id, 0, 4, 4, &again, &p).code(), StatusCode::kNotFound);
+  pin.Reset();
+  EXPECT_EQ(released, 1);  // freed when the last request let go
+}
+
+TEST(Registry, LeasesExpireUnlessUsedOrRenewed) {
+  BufferRegistry reg(false);
+  int r1 = 0, r2 = 0, r3 = 0;
+  std::string a = reg.Add(MakeRegion(64, &r1, /*lease=*/1));
+  std::string b = reg.Add(MakeRegion(64, &r2, /*lease=*/1));
+  std::string c = reg.Add(MakeRegion(64, &r3, /*lease=*/0));
+  RegionPin in_use;
+  char* p = nullptr;
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  std::shared_ptr<Region> renewed;
+  ASSERT_TRUE(reg.Renew(kAnonymous, b, &renewed).ok());
+  renewed.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(reg.ExpireLeases(), 1);  // a expired; b was renewed; c has no lease
+  EXPECT_EQ(r1, 1);
+  EXPECT_EQ(r2, 0);
+  EXPECT_EQ(reg.size(), 2u);
+  // A region in use is never expired under its request.
+  ASSERT_TRUE(reg.Resolve(kAnonymous, b, 0, 4, 4, &in_use, &p).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(reg.ExpireLeases(), 0);
+  in_use.Reset();
+  EXPECT_EQ(reg.ExpireLeases(), 1);
+  EXPECT_EQ(r2, 1);
+  EXPECT_EQ(r3, 0);
+}
+
+}  // namespace
+}  // namespace kerneld::server
