@@ -14,9 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include "buffers.h"
 #include "client.h"
 #include "reference.h"
 #include "tensor_util.h"
+
+#ifdef KERNELD_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+#include <cstring>
 
 namespace v1 = kerneld::v1;
 using namespace kerneld::client;
@@ -42,6 +48,10 @@ commands:
       --stream                 send the repeats on one ExecuteStream
       --check                  compare with a float64 host reference
       --seed N                 random seed (default 1)
+      --via MODE               how tensors travel: inline (default), shm (POSIX shared
+                               memory), ipc (client cudaMalloc + CUDA IPC), server-buffer
+                               (AllocateBuffer); buffer modes pass references, zero copy
+      --gpu N                  CUDA device of this process for ipc/server-buffer (default 0)
 )";
 
 std::string Flag(std::vector<std::string>& args, const std::string& name, const std::string& def) {
@@ -188,6 +198,10 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
   const int repeat = std::max(1, std::atoi(Flag(args, "--repeat", "1").c_str()));
   const bool stream = Has(args, "--stream");
   const bool check = Has(args, "--check");
+  const std::string via = Flag(args, "--via", "inline");
+  const int gpu = std::atoi(Flag(args, "--gpu", "0").c_str());
+  if (via != "inline" && via != "shm" && via != "ipc" && via != "server-buffer")
+    return std::fprintf(stderr, "kernelctl: --via is inline, shm, ipc or server-buffer\n"), 2;
   std::mt19937_64 rng(std::strtoull(Flag(args, "--seed", "1").c_str(), nullptr, 10));
   if (!args.empty()) return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
 
@@ -205,6 +219,72 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
 
   std::vector<double> lat_us;
   v1::ExecuteResponse resp;
+  std::unique_ptr<SharedBuffer> buf;
+  if (via != "inline") {
+    // Learn the outputs' dtypes and shapes from one inline run, then lay
+    // inputs and outputs out in one shared buffer, 256-byte aligned.
+    if (auto st = c.Execute(req, &resp); !st.ok()) return Fail(st);
+    auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };
+    uint64_t total = 0;
+    std::map<std::string, uint64_t> in_off, out_off;
+    for (const auto& [name, t] : req.inputs()) in_off[name] = total, total = align(total + t.inline_data().size());
+    for (const auto& [name, t] : resp.outputs()) out_off[name] = total, total = align(total + t.inline_data().size());
+    total = std::max<uint64_t>(total, 256);
+    if (via == "shm") {
+      buf = std::make_unique<SharedMemoryBuffer>(c, total, 0, "kernelctl");
+#ifdef KERNELD_WITH_CUDA
+    } else if (via == "ipc") {
+      buf = std::make_unique<CudaIpcBuffer>(c, gpu, total, 0, "kernelctl");
+    } else {
+      buf = std::make_unique<ServerBuffer>(c, gpu, total, 0, "kernelctl");
+#else
+    } else {
+      return std::fprintf(stderr, "kernelctl: --via %s needs a CUDA build\n", via.c_str()), 2;
+#endif
+    }
+    if (!buf->status().ok()) return Fail(buf->status());
+    for (auto& [name, t] : *req.mutable_inputs()) {
+      const std::string& bytes = t.inline_data();
+      if (via == "shm") {
+        std::memcpy(static_cast<SharedMemoryBuffer*>(buf.get())->data() + in_off[name], bytes.data(), bytes.size());
+      } else {
+#ifdef KERNELD_WITH_CUDA
+        void* base = via == "ipc" ? static_cast<CudaIpcBuffer*>(buf.get())->data()
+                                  : static_cast<ServerBuffer*>(buf.get())->data();
+        cudaMemcpy(static_cast<char*>(base) + in_off[name], bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+#endif
+      }
+      std::vector<int64_t> shp(t.shape().begin(), t.shape().end());
+      t = buf->Tensor(static_cast<kerneld::DType>(t.dtype()), shp, in_off[name]);
+    }
+    for (const auto& [name, t] : resp.outputs()) {
+      if (!t.has_inline_data()) continue;
+      bool in_place = false;
+      for (const auto& k : lk.kernels(0).outputs())
+        if (k.name() == name && !k.in_place_of().empty()) in_place = true;
+      if (in_place) continue;  // written into its input's buffer
+      std::vector<int64_t> shp(t.shape().begin(), t.shape().end());
+      (*req.mutable_outputs())[name] = buf->Tensor(static_cast<kerneld::DType>(t.dtype()), shp, out_off[name]);
+    }
+  }
+  // Reads an output that came back as a buffer reference.
+  auto fetch = [&](v1::Tensor* t) {
+    if (!t->has_buffer() || !buf) return;
+    int64_t n = 1;
+    for (int64_t d : t->shape()) n *= d;
+    std::string bytes(static_cast<size_t>(n) * kerneld::ItemSize(static_cast<kerneld::DType>(t->dtype())), '\0');
+    if (via == "shm") {
+      std::memcpy(bytes.data(), static_cast<SharedMemoryBuffer*>(buf.get())->data() + t->buffer().offset(), bytes.size());
+    } else {
+#ifdef KERNELD_WITH_CUDA
+      cudaDeviceSynchronize();
+      void* base = via == "ipc" ? static_cast<CudaIpcBuffer*>(buf.get())->data()
+                                : static_cast<ServerBuffer*>(buf.get())->data();
+      cudaMemcpy(bytes.data(), static_cast<char*>(base) + t->buffer().offset(), bytes.size(), cudaMemcpyDeviceToHost);
+#endif
+    }
+    t->set_inline_data(bytes);
+  };
   if (stream) {
     auto s = c.OpenStream();
     auto t0 = std::chrono::steady_clock::now();
@@ -241,6 +321,13 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
               static_cast<double>(resp.info().execute_ns()) / 1e3, static_cast<double>(resp.info().total_ns()) / 1e3,
               Percentile(lat_us, 0.5), Percentile(lat_us, 0.99), lat_us.size());
   if (!check) return 0;
+  if (repeat > 1 && buf) {
+    bool in_place_op = false;
+    for (const auto& k : lk.kernels(0).outputs()) in_place_op |= !k.in_place_of().empty();
+    if (in_place_op)
+      return std::fprintf(stderr, "kernelctl: --check of an in-place op via a buffer needs --repeat 1\n"), 2;
+  }
+  for (auto& [name, t] : *resp.mutable_outputs()) fetch(&t);
   HostTensors ref;
   std::string err;
   if (!Reference(op, inputs, attrs, &ref, &err)) return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;

@@ -9,5 +9,6 @@ namespace kerneld::cuda {
 
 Status Scale(KernelContext& ctx);
 Status TestFault(KernelContext& ctx);  // test only: faults the device
+Status TestSleep(KernelContext& ctx);  // test only: holds the stream
 
 }  // namespace kerneld::cuda

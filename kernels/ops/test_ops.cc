@@ -28,6 +28,9 @@ KERNELD_OP(test_sleep) {
       .Output("y", SameAs("x"))
       .AttrWithDefault("ms", AttrType::kFloat, 100.0, "milliseconds to hold the worker")
       .Impl("cpu", SleepCpu);
+#ifdef KERNELD_WITH_CUDA
+  op.Impl("cuda", cuda::TestSleep, Requirements::Cuda(70), 10);
+#endif
   return op;
 }
 

@@ -238,6 +238,7 @@ TEST_F(BuffersTest, UnregisterWhileInUseIsDeferred) {
   (*req.mutable_inputs())["x"] = shm.Tensor(DType::kFloat32, {256}, 0);
   (*req.mutable_outputs())["y"] = shm.Tensor(DType::kFloat32, {256}, 2048);
   (*req.mutable_attrs())["ms"].set_f(400);
+  req.set_backend("cpu");
   auto fut = std::async(std::launch::async, [&] {
     v1::ExecuteResponse resp;
     return c().Execute(req, &resp);

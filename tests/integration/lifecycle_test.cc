@@ -21,6 +21,7 @@ v1::ExecuteRequest SleepRequest(double ms, const std::string& id = "") {
   req.mutable_attrs()->clear();
   (*req.mutable_attrs())["ms"].set_f(ms);
   req.set_request_id(id);
+  req.set_backend("cpu");  // the CPU worker's queue, also on a GPU machine
   return req;
 }
 
