@@ -55,6 +55,7 @@ Daemon::~Daemon() {
   health_cv_.notify_all();
   if (health_thread_.joinable()) health_thread_.join();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (metrics_) metrics_->SetSources(nullptr, nullptr);  // before devices and buffers go
   if (devices_) devices_->StopAll();
 }
 
@@ -67,6 +68,7 @@ std::string Daemon::Start() {
   buffers_ = std::make_unique<BufferRegistry>();
   runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get());
   buffer_service_ = std::make_unique<BufferServiceImpl>(cfg_, *devices_, *buffers_);
+  metrics_->SetSources(devices_.get(), buffers_.get());
   service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -118,6 +118,13 @@ std::vector<std::shared_ptr<Region>> BufferRegistry::List(const Principal& who) 
   return out;
 }
 
+std::vector<std::shared_ptr<Region>> BufferRegistry::ListAll() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Region>> out;
+  for (const auto& [_, r] : regions_) out.push_back(r);
+  return out;
+}
+
 size_t BufferRegistry::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return regions_.size();

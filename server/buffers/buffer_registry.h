@@ -43,6 +43,7 @@ class BufferRegistry {
   Status Unregister(const Principal& who, const std::string& buffer_id, bool* deferred);
   Status Renew(const Principal& who, const std::string& buffer_id, std::shared_ptr<Region>* out);
   std::vector<std::shared_ptr<Region>> List(const Principal& who) const;
+  std::vector<std::shared_ptr<Region>> ListAll() const;  // every principal's (metrics)
 
   // Unregisters every region whose lease ran out; returns how many.
   int ExpireLeases();

@@ -16,6 +16,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct TaskTiming {
   int64_t queue_ns = 0;    // arrival to start of execution
   int64_t execute_ns = 0;  // the implementation itself (device time on GPUs)
+  bool executed = false;   // false: refused at dequeue (deadline, cancelled)
 };
 
 struct Task {

@@ -67,6 +67,7 @@ void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
     st = Status(StatusCode::kCancelled, task->op->name + ": cancelled by the client before it ran");
   } else {
     inflight_.fetch_add(1, std::memory_order_relaxed);
+    timing.executed = true;
     st = Execute(*task, &timing);
     inflight_.fetch_sub(1, std::memory_order_relaxed);
   }

@@ -1,52 +1,72 @@
-// Prometheus metrics. Series are created once per label set and cached, so
-// the request path does a hash lookup under a short lock, never a registry
-// lookup. Label values come only from bounded sets (registered ops, known
-// backends, devices, gRPC code names): clients cannot create series.
+// kerneld's Prometheus metrics (docs/metrics.md lists them).
+//
+// The request path holds a Series* per (op, backend, device), created once
+// and cached; observing is lock-free (AtomicHistogram). Gauges that describe
+// state (queue depth, in flight, buffers, device memory, health) are read at
+// scrape time from their owners instead of being pushed on every change.
+// Label values come only from bounded sets: registered op names (or
+// "_unknown"), known backends, devices, gRPC code names.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include <prometheus/counter.h>
+#include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
-#include <prometheus/family.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/metric_type.h>
+
+#include "kerneld/status.h"
+#include "metrics/atomic_histogram.h"
 
 namespace kerneld::server {
 
-class Metrics {
+class DeviceManager;
+class BufferRegistry;
+
+class Metrics : public prometheus::Collectable {
  public:
+  struct Series {
+    std::string op, backend, device;
+    std::array<std::atomic<AtomicHistogram*>, 17> request_by_code{};  // indexed by StatusCode
+    AtomicHistogram queue, execute;
+    std::atomic<bool> executed{false};  // queue/execute exported once observed
+    ~Series();
+  };
+
   Metrics();
+  ~Metrics() override;
 
-  // Starts the HTTP exposer on addr ("127.0.0.1:9400"); returns "" or an error.
+  // Starts the HTTP exposer on addr; "" or an error for the user.
   std::string Listen(const std::string& addr);
-  // Port the exposer bound (for --metrics_listen with port 0), or 0.
   int port() const;
+  // Where scrape-time gauges come from (either may be null).
+  void SetSources(const DeviceManager* devices, const BufferRegistry* buffers);
 
-  void ObserveRequest(const std::string& op, const std::string& backend,
-                      const std::string& device, const std::string& code, double seconds);
+  Series* For(const std::string& op, const std::string& backend, const std::string& device);
+  void ObserveRequest(Series* s, StatusCode code, double seconds);
+  void ObserveQueueAndExecute(Series* s, double queue_s, double execute_s);
+  void AddTransferred(bool in, bool buffer, uint64_t bytes) {
+    transferred_[(in ? 0 : 2) + (buffer ? 1 : 0)].fetch_add(bytes, std::memory_order_relaxed);
+  }
 
-  prometheus::Registry& registry() { return *registry_; }
-
-  // Log-spaced bucket bounds, 5 us to ~10 s.
-  static std::vector<double> LatencyBuckets();
+  std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  prometheus::Family<prometheus::Histogram>* request_duration_;
-  prometheus::Family<prometheus::Counter>* requests_total_;
-
-  struct Series {
-    prometheus::Histogram* duration;
-    prometheus::Counter* total;
-  };
-  std::mutex mu_;
-  std::unordered_map<std::string, Series> series_;
+  std::shared_ptr<Metrics> self_;  // non-owning alias for the exposer
+  const DeviceManager* devices_ = nullptr;
+  const BufferRegistry* buffers_ = nullptr;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<Series>> series_;
+  std::array<std::atomic<uint64_t>, 4> transferred_{};  // in/inline, in/buffer, out/inline, out/buffer
 };
 
 }  // namespace kerneld::server

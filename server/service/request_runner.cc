@@ -43,6 +43,7 @@ struct Decoded {
   std::vector<TensorView> outputs;
   std::shared_ptr<Scratch> scratch = std::make_shared<Scratch>();
   std::vector<RegionPin> pins;  // regions this request uses, held until it completes
+  uint64_t bytes_in_inline = 0, bytes_in_buffer = 0, bytes_out_inline = 0, bytes_out_buffer = 0;
 };
 
 // Where a BufferRef points, checked: the region, its device, the pointer.
@@ -102,6 +103,7 @@ Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool tes
     switch (t.data_case()) {
       case v1::Tensor::kInlineData: {
         const std::string& bytes = t.inline_data();
+        d->bytes_in_inline += bytes.size();
         if (static_cast<int64_t>(bytes.size()) != nbytes)
           return InvalidArgument(what + ": inline_data has " + std::to_string(bytes.size()) +
                                  " bytes; " + std::string(DTypeName(v.dtype)) + " " +
@@ -119,6 +121,7 @@ Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool tes
       }
       case v1::Tensor::kBuffer:
         KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, what, t.buffer(), nbytes, v.dtype, d, &v));
+        d->bytes_in_buffer += static_cast<uint64_t>(nbytes);
         break;
       case v1::Tensor::DATA_NOT_SET:
         if (nbytes != 0)
@@ -173,6 +176,10 @@ Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool tes
     v.shape = spec.shape;
     v.device = Device::Cpu();
     auto placed = req.outputs().find(od.name);
+    const bool in_buffer = (!od.in_place_of.empty() &&
+                            req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer) ||
+                           (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
+    (in_buffer ? d->bytes_out_buffer : d->bytes_out_inline) += static_cast<uint64_t>(nbytes);
     if (!od.in_place_of.empty()) {
       const int in_idx = op->InputIndex(od.in_place_of);
       TensorView& in = d->inputs[static_cast<size_t>(in_idx)];
@@ -249,7 +256,7 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
     resp->mutable_status()->set_message(st.message());
     auto* info = resp->mutable_info();
     info->set_total_ns(NsSince(arrival));
-    metrics_.ObserveRequest(op_label, backend, device, std::string(StatusCodeName(st.code())),
+    metrics_.ObserveRequest(metrics_.For(op_label, backend, device), st.code(),
                             static_cast<double>(info->total_ns()) * 1e-9);
     if (cfg_.log_level >= 1)
       std::fprintf(stderr, "kerneld: request id=%s op=%s code=%s: %s\n", req.request_id().c_str(),
@@ -299,9 +306,10 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
   task->cancelled = ctl.cancelled;
   const int log_level = cfg_.log_level;
   Metrics* metrics = &metrics_;
+  Metrics::Series* series = metrics_.For(d->op->name, backend, device_label);
   std::string op_name = d->op->name;
   std::string request_id = req.request_id();
-  task->done = [d, resp, done, arrival, backend, device_id, device_label, log_level, metrics, op_name,
+  task->done = [d, resp, done, arrival, backend, device_id, log_level, metrics, series, op_name,
                 request_id](Status st, const TaskTiming& timing) {
     auto* info = resp->mutable_info();
     info->set_backend(backend);
@@ -312,8 +320,16 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
     resp->mutable_status()->set_code(static_cast<int>(st.code()));
     resp->mutable_status()->set_message(st.message());
     info->set_total_ns(NsSince(arrival));
-    metrics->ObserveRequest(op_name, backend, device_label, std::string(StatusCodeName(st.code())),
-                            static_cast<double>(info->total_ns()) * 1e-9);
+    metrics->ObserveRequest(series, st.code(), static_cast<double>(info->total_ns()) * 1e-9);
+    if (timing.executed)
+      metrics->ObserveQueueAndExecute(series, static_cast<double>(timing.queue_ns) * 1e-9,
+                                      static_cast<double>(timing.execute_ns) * 1e-9);
+    if (st.ok()) {
+      metrics->AddTransferred(true, false, d->bytes_in_inline);
+      metrics->AddTransferred(true, true, d->bytes_in_buffer);
+      metrics->AddTransferred(false, false, d->bytes_out_inline);
+      metrics->AddTransferred(false, true, d->bytes_out_buffer);
+    }
     if (log_level >= 1)
       std::fprintf(stderr, "kerneld: request id=%s op=%s backend=%s device=%s code=%s total_us=%lld%s%s\n",
                    request_id.c_str(), op_name.c_str(), backend.c_str(), device_id.c_str(),

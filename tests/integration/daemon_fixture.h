@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -142,6 +143,20 @@ class Daemon {
   pid_t pid_ = -1;
   std::unique_ptr<client::KernelClient> client_;
 };
+
+// Value of the first exposition line of `name` carrying all `labels`
+// (label order does not matter); nullopt when there is none.
+inline std::optional<double> SeriesValue(const std::string& exposition, const std::string& name,
+                                         const std::vector<std::string>& labels) {
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
+    bool all = true;
+    for (const auto& l : labels) all = all && line.find(l) != std::string::npos;
+    if (all) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return std::nullopt;
+}
 
 inline v1::ExecuteRequest ScaleRequest(DType dt, std::vector<int64_t> shape, double factor,
                                        client::HostTensor* x_out = nullptr, uint64_t seed = 1) {

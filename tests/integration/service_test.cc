@@ -204,9 +204,16 @@ TEST_F(ServiceTest, MetricsCountRequestsWithBoundedLabels) {
   EXPECT_EQ(daemon_->client().Execute(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
   std::string m = daemon_->Metrics();
   EXPECT_NE(m.find("# TYPE kerneld_request_duration_seconds histogram"), std::string::npos) << m.substr(0, 500);
-  EXPECT_NE(m.find("kerneld_request_duration_seconds_count{backend=\"cpu\",code=\"OK\",device=\"cpu\",op=\"scale\"}"),
-            std::string::npos);
-  EXPECT_NE(m.find("code=\"NOT_FOUND\""), std::string::npos);
+  auto ok = SeriesValue(m, "kerneld_request_duration_seconds_count",
+                        {"op=\"scale\"", "backend=\"cpu\"", "device=\"cpu\"", "code=\"OK\""});
+  ASSERT_TRUE(ok.has_value()) << m;
+  EXPECT_GE(*ok, 1);
+  auto nf = SeriesValue(m, "kerneld_requests_total", {"op=\"_unknown\"", "code=\"NOT_FOUND\"", "backend=\"none\""});
+  ASSERT_TRUE(nf.has_value()) << m;
+  EXPECT_GE(*nf, 1);
+  EXPECT_TRUE(SeriesValue(m, "kerneld_execute_duration_seconds_count", {"op=\"scale\"", "device=\"cpu\""}));
+  EXPECT_TRUE(SeriesValue(m, "kerneld_device_healthy", {"device=\"cpu\""}).value_or(0) == 1);
+  EXPECT_GT(SeriesValue(m, "kerneld_transferred_bytes_total", {"direction=\"in\"", "path=\"inline\""}).value_or(0), 0);
   // A client's op name never becomes a label value.
   EXPECT_EQ(m.find("client_made_up_op_name"), std::string::npos);
 }
