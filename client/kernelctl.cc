@@ -17,6 +17,7 @@
 #include "buffers.h"
 #include "client.h"
 #include "reference.h"
+#include "replay.h"
 #include "tensor_util.h"
 
 #ifdef KERNELD_WITH_CUDA
@@ -38,6 +39,11 @@ commands:
   info                         server version, CUDA versions, devices, backends
   list [OP]                    ops with inputs, outputs, attrs, implementations
   health                       grpc.health.v1 status
+  replay TRACE [--concurrency N] [--speed X]
+                               re-run a workload captured with kerneld --trace_file, with
+                               fresh random data; prints per op throughput, p50/p90/p99
+                               and the recorded latencies (--speed X keeps the recorded
+                               arrival times, X times faster; default: as fast as possible)
   run OP [options]             run OP on random inputs
       --dtype T                float16 | bfloat16 | float32 (default float32)
       --shape S                shape of every input, e.g. 4096 or 16x4096
@@ -372,6 +378,34 @@ int main(int argc, char** argv) {
     if (!st.ok()) return Fail(st);
     std::printf("%s\n", serving ? "SERVING" : "NOT_SERVING");
     return serving ? 0 : 1;
+  }
+  if (cmd == "replay") {
+    if (args.empty()) return std::fprintf(stderr, "kernelctl: replay needs a trace file\n"), 2;
+    std::string path = args[0];
+    args.erase(args.begin());
+    ReplayOptions opt;
+    opt.concurrency = std::atoi(Flag(args, "--concurrency", "4").c_str());
+    opt.speed = std::strtod(Flag(args, "--speed", "0").c_str(), nullptr);
+    if (!args.empty()) return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
+    std::map<std::string, OpReplayStats> stats;
+    double secs = 0;
+    std::string err;
+    if (!Replay(c, path, opt, &stats, &secs, &err)) return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
+    std::printf("%-22s %7s %9s %9s %9s %9s %11s %11s  %s\n", "op", "sent", "req/s", "p50 us", "p90 us", "p99 us",
+                "rec p50 us", "rec p99 us", "codes");
+    int64_t total = 0;
+    for (auto& [op, s] : stats) {
+      std::string codes;
+      for (const auto& [code, n] : s.codes) codes += code + "=" + std::to_string(n) + " ";
+      std::printf("%-22s %7lld %9.0f %9.1f %9.1f %9.1f %11.1f %11.1f  %s\n", op.c_str(),
+                  static_cast<long long>(s.sent), static_cast<double>(s.sent) / secs, Percentile(s.latency_us, 0.5),
+                  Percentile(s.latency_us, 0.9), Percentile(s.latency_us, 0.99), Percentile(s.recorded_us, 0.5),
+                  Percentile(s.recorded_us, 0.99), codes.c_str());
+      total += s.sent;
+    }
+    std::printf("replayed %lld requests in %.3f s (%.0f req/s, concurrency %d)\n", static_cast<long long>(total),
+                secs, static_cast<double>(total) / secs, opt.concurrency);
+    return 0;
   }
   if (cmd == "run") {
     if (args.empty()) return std::fprintf(stderr, "kernelctl: run needs an op\n"), 2;

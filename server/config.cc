@@ -32,6 +32,10 @@ std::string FlagsHelp() {
   --metrics_listen=ADDR  Prometheus /metrics endpoint (default 127.0.0.1:9400; "off")
   --log_level=N          0 off, 1 one line per request, 3 adds shapes and attrs
                          (env KERNELD_LOG_LEVEL)
+  --log_format=F         text (default) or json lines
+  --log_file=PATH        append request logs here instead of stderr
+  --trace_file=PATH      capture the workload: one JSON line per request (docs/metrics.md)
+  --trace_sample_rate=R  fraction of requests captured, 0..1 (default 1)
   --max_message_mb=N     largest request or response message (default 256)
   --cpu_workers=N        requests the CPU backend runs at once (default 2)
   --cpu_threads=N        threads one CPU request may use (default: all cores)
@@ -62,6 +66,15 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        }},
       {"metrics_listen", [&](const std::string& v) { cfg->metrics_listen = v; return true; }},
       {"log_level", [&](const std::string& v) { return ParseInt(v, &cfg->log_level); }},
+      {"log_format", [&](const std::string& v) { cfg->log_format = v; return v == "text" || v == "json"; }},
+      {"log_file", [&](const std::string& v) { cfg->log_file = v; return !v.empty(); }},
+      {"trace_file", [&](const std::string& v) { cfg->trace_file = v; return !v.empty(); }},
+      {"trace_sample_rate",
+       [&](const std::string& v) {
+         char* end = nullptr;
+         cfg->trace_sample_rate = std::strtod(v.c_str(), &end);
+         return !v.empty() && *end == '\0' && cfg->trace_sample_rate >= 0 && cfg->trace_sample_rate <= 1;
+       }},
       {"max_message_mb",
        [&](const std::string& v) { return ParseInt(v, &cfg->max_message_mb) && cfg->max_message_mb > 0 && cfg->max_message_mb <= 2047; }},
       {"cpu_workers", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0; }},

@@ -12,6 +12,10 @@ struct Config {
   std::vector<std::string> extra_listen;    // further --listen values
   std::string metrics_listen = "127.0.0.1:9400";  // "" or "off": no exposer
   int log_level = 0;
+  std::string log_format = "text";  // or "json"
+  std::string log_file;             // "" = stderr
+  std::string trace_file;           // workload capture (JSON lines)
+  double trace_sample_rate = 1.0;
   int max_message_mb = 256;
   int cpu_workers = 2;        // requests the CPU runs concurrently
   int cpu_threads = 0;        // intra-op threads; 0 = hardware concurrency

@@ -66,7 +66,13 @@ std::string Daemon::Start() {
   }
   devices_ = std::make_unique<DeviceManager>(cfg_);
   buffers_ = std::make_unique<BufferRegistry>();
-  runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get());
+  log_ = std::make_unique<RequestLog>(cfg_.log_level, cfg_.log_format == "json", cfg_.log_file);
+  if (!log_->ok()) return "cannot open --log_file " + cfg_.log_file;
+  if (!cfg_.trace_file.empty()) {
+    trace_ = std::make_unique<TraceWriter>(cfg_.trace_file, cfg_.trace_sample_rate);
+    if (!trace_->ok()) return trace_->error();
+  }
+  runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(), trace_.get());
   buffer_service_ = std::make_unique<BufferServiceImpl>(cfg_, *devices_, *buffers_);
   metrics_->SetSources(devices_.get(), buffers_.get());
   service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);

@@ -40,6 +40,8 @@ class Daemon {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<DeviceManager> devices_;
   std::unique_ptr<BufferRegistry> buffers_;
+  std::unique_ptr<RequestLog> log_;
+  std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<BufferServiceImpl> buffer_service_;
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<KernelServiceImpl> service_;

@@ -229,14 +229,6 @@ Status Decode(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, bool tes
   return Status::Ok();
 }
 
-std::string DescribeRequest(const Decoded& d) {
-  std::ostringstream os;
-  for (size_t i = 0; i < d.inputs.size(); ++i)
-    os << " " << d.op->inputs[i].name << "=" << DTypeName(d.inputs[i].dtype) << ShapeToString(d.inputs[i].shape);
-  for (const auto& [k, v] : d.attrs) os << " " << k << "=" << AttrValueToString(v);
-  return os.str();
-}
-
 }  // namespace
 
 void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
@@ -249,6 +241,10 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
     inflight_.fetch_sub(1);
   };
 
+  const int64_t arrival_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(arrival.time_since_epoch()).count();
+  const bool traced = trace_ != nullptr && trace_->Sample();
+
   auto fail = [&](const Status& st, const std::string& op_label, const std::string& backend,
                   const std::string& device) {
     resp->clear_outputs();
@@ -258,9 +254,18 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
     info->set_total_ns(NsSince(arrival));
     metrics_.ObserveRequest(metrics_.For(op_label, backend, device), st.code(),
                             static_cast<double>(info->total_ns()) * 1e-9);
-    if (cfg_.log_level >= 1)
-      std::fprintf(stderr, "kerneld: request id=%s op=%s code=%s: %s\n", req.request_id().c_str(),
-                   req.op().c_str(), std::string(StatusCodeName(st.code())).c_str(), st.message().c_str());
+    if (log_ != nullptr && log_->level() >= 1) {
+      RequestRecord r;
+      r.request_id = req.request_id();
+      r.op = req.op();
+      r.backend = backend;
+      r.device = device;
+      r.code = std::string(StatusCodeName(st.code()));
+      r.message = st.message();
+      r.total_ns = info->total_ns();
+      log_->Finish(r);
+    }
+    if (traced) trace_->Record(req, *resp, arrival_ns);
     done(st);
   };
 
@@ -291,9 +296,19 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
   const std::string backend = place.impl->backend;
   const std::string device_id = place.worker->info().device.ToString();
   const std::string device_label = DeviceManager::Label(place.worker->info());
-  if (cfg_.log_level >= 3)
-    std::fprintf(stderr, "kerneld: start id=%s op=%s backend=%s device=%s%s\n", req.request_id().c_str(),
-                 d->op->name.c_str(), backend.c_str(), device_id.c_str(), DescribeRequest(*d).c_str());
+  // Level 3 writes the request before it runs: a crash still names it.
+  auto record = std::make_shared<RequestRecord>();
+  if (log_ != nullptr && log_->level() >= 1) {
+    record->request_id = req.request_id();
+    record->op = d->op->name;
+    record->backend = backend;
+    record->device = device_id;
+    record->opdef = d->op;
+    record->inputs = &d->inputs;
+    record->outputs = &d->outputs;
+    record->attrs = &d->attrs;
+    log_->Start(*record);
+  }
 
   auto task = std::make_unique<Task>();
   task->op = d->op;
@@ -304,15 +319,15 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
   task->arrival = arrival;
   task->deadline = ctl.deadline;
   task->cancelled = ctl.cancelled;
-  const int log_level = cfg_.log_level;
+  RequestLog* log = log_;
+  TraceWriter* trace = traced ? trace_ : nullptr;
+  const v1::ExecuteRequest* reqp = &req;
   Metrics* metrics = &metrics_;
   Metrics::Series* series = metrics_.For(d->op->name, backend, device_label);
-  std::string op_name = d->op->name;
-  std::string request_id = req.request_id();
-  task->done = [d, resp, done, arrival, backend, device_id, log_level, metrics, series, op_name,
-                request_id](Status st, const TaskTiming& timing) {
+  task->done = [d, resp, done, arrival, arrival_ns, device_id, log, trace, reqp, record, metrics, series](
+                   Status st, const TaskTiming& timing) {
     auto* info = resp->mutable_info();
-    info->set_backend(backend);
+    info->set_backend(record->backend.empty() ? series->backend : record->backend);
     info->set_device(device_id);
     info->set_queue_ns(timing.queue_ns);
     info->set_execute_ns(timing.execute_ns);
@@ -330,12 +345,15 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
       metrics->AddTransferred(false, false, d->bytes_out_inline);
       metrics->AddTransferred(false, true, d->bytes_out_buffer);
     }
-    if (log_level >= 1)
-      std::fprintf(stderr, "kerneld: request id=%s op=%s backend=%s device=%s code=%s total_us=%lld%s%s\n",
-                   request_id.c_str(), op_name.c_str(), backend.c_str(), device_id.c_str(),
-                   std::string(StatusCodeName(st.code())).c_str(),
-                   static_cast<long long>(info->total_ns() / 1000), st.ok() ? "" : " error=",
-                   st.ok() ? "" : st.message().c_str());
+    if (log != nullptr && log->level() >= 1) {
+      record->code = std::string(StatusCodeName(st.code()));
+      if (!st.ok()) record->message = st.message();
+      record->queue_ns = timing.queue_ns;
+      record->execute_ns = timing.execute_ns;
+      record->total_ns = info->total_ns();
+      log->Finish(*record);
+    }
+    if (trace != nullptr) trace->Record(*reqp, *resp, arrival_ns);
     done(st);
   };
   if (!place.worker->Submit(task)) {

@@ -12,6 +12,7 @@
 #include "devices/device_manager.h"
 #include "kerneld/v1/kerneld.pb.h"
 #include "metrics/metrics.h"
+#include "metrics/request_log.h"
 #include "scheduler/scheduler.h"
 
 namespace kerneld::server {
@@ -24,8 +25,10 @@ struct CallControl {
 
 class RequestRunner {
  public:
-  RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers = nullptr)
-      : cfg_(cfg), devices_(devices), scheduler_(devices), metrics_(metrics), buffers_(buffers) {}
+  RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers = nullptr,
+                RequestLog* log = nullptr, TraceWriter* trace = nullptr)
+      : cfg_(cfg), devices_(devices), scheduler_(devices), metrics_(metrics), buffers_(buffers), log_(log),
+        trace_(trace) {}
 
   // Runs `req` and fills `resp` (outputs, info, status). `done` is called
   // exactly once with the final status, from a worker thread or (for a
@@ -48,6 +51,8 @@ class RequestRunner {
   Scheduler scheduler_;
   Metrics& metrics_;
   BufferRegistry* buffers_;
+  RequestLog* log_;
+  TraceWriter* trace_;
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};
 };

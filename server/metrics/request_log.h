@@ -1,0 +1,81 @@
+// Request logging (--log_level, --log_format, --log_file) and workload
+// capture (--trace_file, --trace_sample_rate).
+//
+// Levels: 0 off (costs one integer compare per request); 1 one line per
+// request when it completes (op, backend, device, code, us); 3 adds a line
+// before execution with input dtypes, shapes and attrs — written before the
+// kernel runs, so a crash still shows the request that caused it; 5 adds
+// output statistics (min, max, NaN and Inf counts) for host-visible outputs.
+// Lines are written with one write() each, so concurrent requests never
+// interleave within a line.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kerneld/op.h"
+#include "kerneld/v1/kerneld.pb.h"
+
+namespace kerneld::server {
+
+struct RequestRecord {
+  std::string request_id, op, backend, device, code, message;
+  int64_t t_ns = 0;  // arrival (steady clock)
+  int64_t queue_ns = 0, execute_ns = 0, total_ns = 0;
+  const std::vector<TensorView>* inputs = nullptr;   // schema order
+  const std::vector<TensorView>* outputs = nullptr;
+  const OpDef* opdef = nullptr;
+  const AttrMap* attrs = nullptr;
+  std::vector<bool> input_in_buffer, output_in_buffer;
+};
+
+class RequestLog {
+ public:
+  RequestLog(int level, bool json, const std::string& file);
+  ~RequestLog();
+  int level() const { return level_; }
+  bool ok() const { return fd_ >= 0; }
+  void Start(const RequestRecord& r);   // level >= 3
+  void Finish(const RequestRecord& r);  // level >= 1 (5: with output stats)
+
+ private:
+  void Write(const std::string& line);
+  int level_;
+  bool json_;
+  int fd_ = 2;
+  bool own_fd_ = false;
+};
+
+// Appends one JSON TraceRecord line per sampled request, from a background
+// thread (the request path only queues the line).
+class TraceWriter {
+ public:
+  TraceWriter(const std::string& path, double sample_rate);
+  ~TraceWriter();
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
+  bool Sample();  // whether to record this request
+  // Builds the line from the request and its (completed) response.
+  void Record(const v1::ExecuteRequest& req, const v1::ExecuteResponse& resp, int64_t arrival_ns);
+
+ private:
+  void Loop();
+  int fd_ = -1;
+  std::string error_;
+  double rate_;
+  std::atomic<uint64_t> seen_{0};
+  int64_t start_ns_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> lines_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kerneld::server
