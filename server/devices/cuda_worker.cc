@@ -50,21 +50,34 @@ thread_local ThreadState t_state;
 CudaWorker::CudaWorker(DeviceInfo info, int streams, int capacity)
     : DeviceWorker(std::move(info), streams, capacity),
       pinned_(std::make_unique<PinnedPool>(size_t{1} << 30)) {
+  // Staging buffers come from the stream-ordered pool (cudaMallocAsync).
+  // By default the pool returns memory to the driver at every sync, which
+  // turns each request into a real cudaMalloc; keep up to 4 GiB cached.
+  cudaMemPool_t pool;
+  if (cudaSetDevice(info_.device.index) == cudaSuccess &&
+      cudaDeviceGetDefaultMemPool(&pool, info_.device.index) == cudaSuccess) {
+    uint64_t threshold = uint64_t{4} << 30;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  }
+  cudaGetLastError();
   Start();
 }
 
 CudaWorker::~CudaWorker() { Stop(); }
 
 Status CudaWorker::Execute(Task& task, TaskTiming* timing) {
-  if (!healthy_.load())
+  if (!healthy_.load()) {
+    std::lock_guard<std::mutex> lock(reason_mu_);
     return Unavailable(info_.device.ToString() + " is unhealthy after a sticky CUDA error (" +
                        unhealthy_reason_ + "); retry on another device or backend");
+  }
   Status st = Run(task, timing);
   if (!st.ok()) {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaStreamQuery(t_state.stream);
     if (IsSticky(e)) {
-      unhealthy_reason_ = ErrText(e);
+      std::lock_guard<std::mutex> lock(reason_mu_);
+      if (healthy_.load()) unhealthy_reason_ = ErrText(e);
       healthy_.store(false);
     }
   }
@@ -78,8 +91,10 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
       return Internal("cudaSetDevice: " + ErrText(e));
     if (cudaError_t e = cudaStreamCreateWithFlags(&t_state.stream, cudaStreamNonBlocking); e != cudaSuccess)
       return Internal("cudaStreamCreate: " + ErrText(e));
-    cudaEventCreate(&t_state.start);
-    cudaEventCreate(&t_state.stop);
+    if (cudaError_t e = cudaEventCreate(&t_state.start); e != cudaSuccess)
+      return Internal("cudaEventCreate: " + ErrText(e));
+    if (cudaError_t e = cudaEventCreate(&t_state.stop); e != cudaSuccess)
+      return Internal("cudaEventCreate: " + ErrText(e));
     t_state.device = dev;
   }
   cudaStream_t s = t_state.stream;
@@ -155,9 +170,11 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
         return Internal("copying inputs to " + info_.device.ToString() + ": " + ErrText(e));
     }
   }
-  cudaEventRecord(t_state.start, s);
+  if (cudaError_t e = cudaEventRecord(t_state.start, s); e != cudaSuccess)
+    return Internal("cudaEventRecord: " + ErrText(e));
   Status st = task.impl->fn(ctx);
-  cudaEventRecord(t_state.stop, s);
+  if (cudaError_t e = cudaEventRecord(t_state.stop, s); st.ok() && e != cudaSuccess)
+    st = Internal("cudaEventRecord: " + ErrText(e));
   if (!st.ok()) {
     cudaStreamSynchronize(s);
     return st;
@@ -171,7 +188,8 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess)
     return Internal(task.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
   float ms = 0;
-  cudaEventElapsedTime(&ms, t_state.start, t_state.stop);
+  if (cudaError_t e = cudaEventElapsedTime(&ms, t_state.start, t_state.stop); e != cudaSuccess)
+    return Internal("cudaEventElapsedTime: " + ErrText(e));
   timing->execute_ns = static_cast<int64_t>(ms * 1e6);
   for (size_t i = 0; i < task.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;

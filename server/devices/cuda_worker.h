@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "devices/worker.h"
@@ -25,7 +26,8 @@ class CudaWorker : public DeviceWorker {
  private:
   Status Run(Task& task, TaskTiming* timing);
   std::atomic<bool> healthy_{true};
-  std::string unhealthy_reason_;
+  std::mutex reason_mu_;
+  std::string unhealthy_reason_;  // guarded by reason_mu_
   std::unique_ptr<PinnedPool> pinned_;
 };
 
