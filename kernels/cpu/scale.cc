@@ -1,6 +1,10 @@
 // scale, CPU: y = x * factor, in float32, rounded once to x's dtype.
 #include <cstdint>
 
+#include <algorithm>
+#include <type_traits>
+
+#include "cpu/convert.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/dispatch.h"
 #include "kerneld/thread_pool.h"
@@ -9,16 +13,22 @@ namespace kerneld::cpu {
 
 namespace {
 
+// Convert a block to float32, multiply, convert back: the conversions are
+// vectorized (F16C for float16), the multiply is a plain float loop. In
+// place (y == x) is fine: each block is read before it is written.
 template <typename T>
-void ScaleRange(const T* __restrict x, T* __restrict y, float f, int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; ++i) y[i] = FromFloat<T>(ToFloat(x[i]) * f);
-}
-
-// In place (y == x) the __restrict promise above would be false; this version
-// makes no such promise and still vectorizes (each element is read then written).
-template <typename T>
-void ScaleRangeInPlace(T* y, float f, int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; ++i) y[i] = FromFloat<T>(ToFloat(y[i]) * f);
+void ScaleRange(const T* x, T* y, float f, int64_t b, int64_t e) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t i = b; i < e; ++i) y[i] = x[i] * f;
+  } else {
+    float buf[kConvertBlock];
+    for (int64_t i = b; i < e; i += kConvertBlock) {
+      const int64_t n = std::min<int64_t>(kConvertBlock, e - i);
+      ToFloat(x + i, buf, n);
+      for (int64_t k = 0; k < n; ++k) buf[k] *= f;
+      FromFloat(buf, y + i, n);
+    }
+  }
 }
 
 }  // namespace
@@ -32,14 +42,7 @@ Status Scale(KernelContext& ctx) {
     using T = decltype(tag);
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
-    const bool in_place = static_cast<const void*>(xp) == static_cast<void*>(yp);
-    ParallelFor(ctx.pool, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-      if (in_place) {
-        ScaleRangeInPlace(yp, f, b, e);
-      } else {
-        ScaleRange(xp, yp, f, b, e);
-      }
-    });
+    ParallelFor(ctx.pool, n, kElementwiseGrain, [&](int64_t b, int64_t e) { ScaleRange(xp, yp, f, b, e); });
     return Status::Ok();
   });
 }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kerneld/dtype.h"
+#include "cpu/convert.h"
 #include "kerneld/half.h"
 
 namespace kerneld {
@@ -69,6 +70,36 @@ TEST(BFloat16, RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(BitsFloat(0x7f800001u)))));
   // Max float rounds up to Inf, as IEEE says.
   EXPECT_TRUE(std::isinf(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::max()))));
+}
+
+TEST(BlockConvert, MatchesScalarConversions) {
+  // The CPU kernels convert blocks (F16C where the CPU has it); they must
+  // agree bit for bit with the scalar reference conversions.
+  std::mt19937 rng(3);
+  std::vector<float> f(4099);
+  for (auto& v : f) v = BitsFloat(rng() & 0xbfffffffu) ;  // finite-ish mix, both signs
+  f[0] = 65520.f;
+  f[1] = 5.9604645e-08f * 0.5f;  // half-way to the smallest subnormal
+  f[2] = -0.0f;
+  std::vector<Half> h(f.size());
+  std::vector<BFloat16> b(f.size());
+  cpu::FromFloat(f.data(), h.data(), static_cast<int64_t>(f.size()));
+  cpu::FromFloat(f.data(), b.data(), static_cast<int64_t>(f.size()));
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (std::isnan(f[i])) continue;
+    ASSERT_EQ(h[i].bits, FloatToHalf(f[i])) << i << " " << f[i];
+    ASSERT_EQ(b[i].bits, FloatToBFloat16(f[i])) << i;
+  }
+  std::vector<float> back(f.size());
+  cpu::ToFloat(h.data(), back.data(), static_cast<int64_t>(f.size()));
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (!std::isnan(back[i])) ASSERT_EQ(FloatBits(back[i]), FloatBits(HalfToFloat(h[i].bits))) << i;
+  }
+  // NaN payloads in the low bits stay NaN in bfloat16 (not Inf).
+  float nan_low = BitsFloat(0x7f800001u);
+  BFloat16 bn;
+  cpu::FromFloat(&nan_low, &bn, 1);
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(bn.bits)));
 }
 
 }  // namespace
