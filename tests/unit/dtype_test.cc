@@ -93,7 +93,9 @@ TEST(BlockConvert, MatchesScalarConversions) {
   std::vector<float> back(f.size());
   cpu::ToFloat(h.data(), back.data(), static_cast<int64_t>(f.size()));
   for (size_t i = 0; i < f.size(); ++i) {
-    if (!std::isnan(back[i])) ASSERT_EQ(FloatBits(back[i]), FloatBits(HalfToFloat(h[i].bits))) << i;
+    if (!std::isnan(back[i])) {
+      ASSERT_EQ(FloatBits(back[i]), FloatBits(HalfToFloat(h[i].bits))) << i;
+    }
   }
   // NaN payloads in the low bits stay NaN in bfloat16 (not Inf).
   float nan_low = BitsFloat(0x7f800001u);
