@@ -7,5 +7,16 @@
 namespace kerneld::cpu {
 
 Status Scale(KernelContext& ctx);
+Status Rope(KernelContext& ctx);
+Status Softmax(KernelContext& ctx);
+Status TopKTopPSampling(KernelContext& ctx);
+Status Gemm(KernelContext& ctx);
+Status Add(KernelContext& ctx);
+Status RmsNorm(KernelContext& ctx);
+Status FusedAddRmsNorm(KernelContext& ctx);
+Status LayerNorm(KernelContext& ctx);
+Status SiluAndMul(KernelContext& ctx);
+Status GeluAndMul(KernelContext& ctx);
+Status GeluTanhAndMul(KernelContext& ctx);
 
 }  // namespace kerneld::cpu

@@ -8,6 +8,18 @@
 namespace kerneld::cuda {
 
 Status Scale(KernelContext& ctx);
+Status Rope(KernelContext& ctx);
+Status Softmax(KernelContext& ctx);
+Status TopKTopPSampling(KernelContext& ctx);
+Status GemmCublas(KernelContext& ctx);  // cuBLASLt
+Status GemmDecode(KernelContext& ctx);  // hand-written, M <= 32
+Status Add(KernelContext& ctx);
+Status RmsNorm(KernelContext& ctx);
+Status FusedAddRmsNorm(KernelContext& ctx);
+Status LayerNorm(KernelContext& ctx);
+Status SiluAndMul(KernelContext& ctx);
+Status GeluAndMul(KernelContext& ctx);
+Status GeluTanhAndMul(KernelContext& ctx);
 Status TestFault(KernelContext& ctx);  // test only: faults the device
 Status TestSleep(KernelContext& ctx);  // test only: holds the stream
 

@@ -121,11 +121,11 @@ TEST_F(BadInputTest, BadDeclaredOutput) {
   EXPECT_STATUS(Run(req), INVALID_ARGUMENT, "has shape [5], expected [4]");
 }
 
-TEST_F(BadInputTest, BufferRefNotYetOffered) {
+TEST_F(BadInputTest, BufferRefToUnknownBuffer) {
   auto req = ScaleRequest(DType::kFloat32, {4}, 1.0);
   auto& x = (*req.mutable_inputs())["x"];
   x.mutable_buffer()->set_buffer_id("b1");
-  EXPECT_STATUS(Run(req), UNIMPLEMENTED, "inline_data");
+  EXPECT_STATUS(Run(req), NOT_FOUND, "buffer 'b1' not found");
 }
 
 TEST_F(BadInputTest, MessageOverSizeLimit) {

@@ -1,0 +1,62 @@
+// silu_and_mul, gelu_and_mul, gelu_tanh_and_mul, CPU: y = act(gate) * up in
+// float32, rounded once to the dtype. x's rows are [gate (d) | up (d)].
+#include <cstdint>
+
+#include <algorithm>
+
+#include "cpu/activation_math.h"
+#include "cpu/convert.h"
+#include "cpu/cpu_kernels.h"
+#include "cpu/dispatch.h"
+#include "kerneld/thread_pool.h"
+
+namespace kerneld::cpu {
+
+namespace {
+
+// Rows [r0, r1): both halves of a row go to float32 a block at a time.
+template <typename T, typename Act>
+void ActAndMulRows(const T* x, T* y, int64_t d, int64_t r0, int64_t r1, Act act) {
+  float gate[kConvertBlock];
+  float up[kConvertBlock];
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * 2 * d;
+    T* yr = y + r * d;
+    for (int64_t c = 0; c < d; c += kConvertBlock) {
+      const int64_t n = std::min<int64_t>(kConvertBlock, d - c);
+      ToFloat(xr + c, gate, n);
+      ToFloat(xr + d + c, up, n);
+      for (int64_t k = 0; k < n; ++k) gate[k] = act(gate[k]) * up[k];
+      FromFloat(gate, yr + c, n);
+    }
+  }
+}
+
+template <typename Act>
+Status ActAndMul(KernelContext& ctx, const char* name, Act act) {
+  const TensorView& x = ctx.input("x");
+  TensorView& y = ctx.output("y");
+  const int64_t d = y.dim(-1);
+  if (y.numel() == 0) return Status::Ok();
+  const int64_t rows = y.numel() / d;
+  // Whole rows per chunk, about kElementwiseGrain outputs each.
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / d);
+  return DispatchFloating(x.dtype, name, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+    ParallelFor(ctx.pool, rows, grain,
+                [&](int64_t r0, int64_t r1) { ActAndMulRows(xp, yp, d, r0, r1, act); });
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+Status SiluAndMul(KernelContext& ctx) { return ActAndMul(ctx, "silu_and_mul", act::Silu{}); }
+Status GeluAndMul(KernelContext& ctx) { return ActAndMul(ctx, "gelu_and_mul", act::Gelu{}); }
+Status GeluTanhAndMul(KernelContext& ctx) {
+  return ActAndMul(ctx, "gelu_tanh_and_mul", act::GeluTanh{});
+}
+
+}  // namespace kerneld::cpu

@@ -1,0 +1,65 @@
+// Internal to the gemm decode kernels (gemm_decode.cu: float32 FMA kernel
+// and the dispatch; gemm_decode_mma.cu: the tensor-core kernel for float16 /
+// bfloat16): how K is split over blocks, and the split-K reduction.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "cuda/cuda_check.cuh"
+#include "kerneld/op.h"
+
+namespace kerneld::cuda::decode_gemm {
+
+inline constexpr int kWarps = 8;                 // per block; they split the block's slab of K
+inline constexpr int kThreads = kWarps * 32;
+inline constexpr int kSmemBytes = 64 * 1024;     // the a slab (and the epilogue)
+inline constexpr int kMaxDevices = 64;
+
+// A block's share of K: `slab` columns of a (in shared memory), `warp_k` of
+// them per warp; `splits` blocks along K per column tile.
+struct SplitPlan {
+  int64_t splits = 1;
+  int64_t warp_k = 0;
+  int64_t slab = 0;
+};
+
+// Enough splits for the slab to fit `max_slab`, more while the column tiles
+// alone leave resident-block slots idle; a warp's share is a whole number of
+// `step_k` steps.
+SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int step_k, int64_t max_slab,
+                     int blocks_per_sm);
+
+// Runs launch(partial): partial is null for one split (the kernel writes c),
+// else a float32 [splits, M, N] workspace that is then summed in split
+// order, scaled by alpha and rounded into c.
+Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m, int64_t n,
+                 float alpha, const std::function<Status(float* partial)>& launch);
+
+// The tensor-core kernel (float16 / bfloat16, compute capability >= 8.0).
+Status GemmDecodeMma(KernelContext& ctx);
+
+// Opts `kernel` in to kSmemBytes of dynamic shared memory on `device` (a
+// per-device attribute) once, and returns its resident blocks per SM.
+template <typename Kernel>
+Status PrepareKernel(Kernel kernel, int device, int* blocks_per_sm) {
+  static std::atomic<int> cached[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return Internal("gemm: device index out of range");
+  int bps = cached[device].load(std::memory_order_relaxed);
+  if (bps == 0) {
+    KERNELD_RETURN_IF_ERROR(CudaStatus(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), "gemm: smem opt-in"));
+    KERNELD_RETURN_IF_ERROR(CudaStatus(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, kThreads, kSmemBytes),
+                                       "gemm: occupancy"));
+    bps = std::max(bps, 1);
+    cached[device].store(bps, std::memory_order_relaxed);
+  }
+  *blocks_per_sm = bps;
+  return Status::Ok();
+}
+
+}  // namespace kerneld::cuda::decode_gemm
