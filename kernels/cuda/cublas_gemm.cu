@@ -15,12 +15,13 @@
 // cublasLtMatmul call. Per thread because the workspace may be reused only
 // in stream order: a worker thread launches on its own stream (tests and
 // benchmarks on one stream at a time).
-#include <cublasLt.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
+#include "cuda/cublaslt_api.h"
 #include "cuda/cuda_check.cuh"
 #include "cuda/cuda_kernels.h"
 
@@ -31,10 +32,13 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
 constexpr size_t kMaxPlans = 256;
 
+// Only called once GemmCublas has checked that the library loaded.
+const CublasLtApi& Lt() { return *LoadCublasLt(nullptr); }
+
 Status LtStatus(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Internal(std::string("gemm: ") + what + ": " + cublasLtGetStatusName(st) + ": " +
-                  cublasLtGetStatusString(st));
+  return Internal(std::string("gemm: ") + what + ": " + Lt().GetStatusName(st) + ": " +
+                  Lt().GetStatusString(st));
 }
 
 #define KERNELD_LT(call, what) KERNELD_RETURN_IF_ERROR(LtStatus((call), what))
@@ -64,10 +68,10 @@ struct DeviceState {
 };
 
 void Destroy(Plan& p) {
-  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
-  if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
-  if (p.la) cublasLtMatrixLayoutDestroy(p.la);
-  if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
+  if (p.desc) Lt().MatmulDescDestroy(p.desc);
+  if (p.lb) Lt().MatrixLayoutDestroy(p.lb);
+  if (p.la) Lt().MatrixLayoutDestroy(p.la);
+  if (p.lc) Lt().MatrixLayoutDestroy(p.lc);
   p = Plan{};
 }
 
@@ -76,7 +80,7 @@ class LtCache {
   ~LtCache() {
     for (auto& [_, p] : plans_) Destroy(p);
     for (auto& [_, d] : devices_) {
-      if (d.handle) cublasLtDestroy(d.handle);
+      if (d.handle) Lt().Destroy(d.handle);
       if (d.workspace) cudaFree(d.workspace);  // errors at process exit are moot
     }
   }
@@ -84,7 +88,7 @@ class LtCache {
   Status Device(int device, DeviceState** out) {
     DeviceState& d = devices_[device];
     if (d.handle == nullptr) {
-      KERNELD_LT(cublasLtCreate(&d.handle), "cublasLtCreate");
+      KERNELD_LT(Lt().Create(&d.handle), "cublasLtCreate");
       // Without a workspace cuBLASLt still works, with fewer algorithms.
       if (cudaMalloc(&d.workspace, kWorkspaceBytes) == cudaSuccess) {
         d.workspace_bytes = kWorkspaceBytes;
@@ -122,42 +126,42 @@ class LtCache {
     const cudaDataType_t type = key.dtype == DType::kFloat16    ? CUDA_R_16F
                                 : key.dtype == DType::kBFloat16 ? CUDA_R_16BF
                                                                 : CUDA_R_32F;
-    KERNELD_LT(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    KERNELD_LT(Lt().MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t ta = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, tn = CUBLAS_OP_N;
-    KERNELD_LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
-    KERNELD_LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof(tn)), "TRANSB");
+    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
+    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof(tn)), "TRANSB");
     const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n), k = static_cast<uint64_t>(key.k);
     if (key.transpose_b) {
-      KERNELD_LT(cublasLtMatrixLayoutCreate(&p->lb, type, k, n, key.k), "layout b");
+      KERNELD_LT(Lt().MatrixLayoutCreate(&p->lb, type, k, n, key.k), "layout b");
     } else {
-      KERNELD_LT(cublasLtMatrixLayoutCreate(&p->lb, type, n, k, key.n), "layout b");
+      KERNELD_LT(Lt().MatrixLayoutCreate(&p->lb, type, n, k, key.n), "layout b");
     }
-    KERNELD_LT(cublasLtMatrixLayoutCreate(&p->la, type, k, m, key.k), "layout a");
-    KERNELD_LT(cublasLtMatrixLayoutCreate(&p->lc, type, n, m, key.n), "layout c");
+    KERNELD_LT(Lt().MatrixLayoutCreate(&p->la, type, k, m, key.k), "layout a");
+    KERNELD_LT(Lt().MatrixLayoutCreate(&p->lc, type, n, m, key.n), "layout c");
 
     cublasLtMatmulPreference_t pref = nullptr;
-    KERNELD_LT(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    KERNELD_LT(Lt().MatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     struct PrefGuard {
       cublasLtMatmulPreference_t p;
-      ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+      ~PrefGuard() { Lt().MatmulPreferenceDestroy(p); }
     } guard{pref};
     const uint64_t ws = dev.workspace_bytes;
     const uint32_t al_b = static_cast<uint32_t>(key.align_b), al_a = static_cast<uint32_t>(key.align_a),
                    al_c = static_cast<uint32_t>(key.align_c);
-    KERNELD_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
                "workspace preference");
     // The heuristic assumes 256-byte aligned operands unless told otherwise.
-    KERNELD_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_b, sizeof(al_b)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_b, sizeof(al_b)),
                "alignment preference");
-    KERNELD_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_a, sizeof(al_a)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_a, sizeof(al_a)),
                "alignment preference");
-    KERNELD_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)),
                "alignment preference");
-    KERNELD_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)),
                "alignment preference");
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    KERNELD_LT(cublasLtMatmulAlgoGetHeuristic(dev.handle, p->desc, p->lb, p->la, p->lc, p->lc, pref, 1, &result, &found),
+    KERNELD_LT(Lt().MatmulAlgoGetHeuristic(dev.handle, p->desc, p->lb, p->la, p->lc, p->lc, pref, 1, &result, &found),
                "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0)
       return Internal("gemm: cuBLASLt has no algorithm for " + std::string(DTypeName(key.dtype)) + " " +
@@ -174,7 +178,14 @@ thread_local LtCache t_cache;
 
 }  // namespace
 
+std::optional<std::string> CublasUnavailable(const KernelContext&) {
+  std::string error;
+  if (LoadCublasLt(&error) == nullptr) return error;
+  return std::nullopt;
+}
+
 Status GemmCublas(KernelContext& ctx) {
+  if (auto why = CublasUnavailable(ctx)) return FailedPrecondition("gemm: " + *why);
   const TensorView& a = ctx.input("a");
   const TensorView& b = ctx.input("b");
   TensorView& c = ctx.output("c");
@@ -191,7 +202,7 @@ Status GemmCublas(KernelContext& ctx) {
   KERNELD_RETURN_IF_ERROR(t_cache.GetPlan(key, *dev, &plan));
   const float alpha = static_cast<float>(ctx.attr_f("alpha")), beta = 0.0f;
   // beta = 0: c is not read, so a poisoned output stays out of the sum.
-  return LtStatus(cublasLtMatmul(dev->handle, plan->desc, &alpha, b.raw(), plan->lb, a.raw(), plan->la, &beta,
+  return LtStatus(Lt().Matmul(dev->handle, plan->desc, &alpha, b.raw(), plan->lb, a.raw(), plan->la, &beta,
                                  c.raw(), plan->lc, c.raw(), plan->lc, &plan->algo, dev->workspace,
                                  dev->workspace_bytes, s),
                   "cublasLtMatmul");

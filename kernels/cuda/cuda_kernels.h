@@ -3,6 +3,9 @@
 // headers so that op files (plain C++) can reference the launchers.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "kerneld/op.h"
 
 namespace kerneld::cuda {
@@ -12,6 +15,8 @@ Status Rope(KernelContext& ctx);
 Status Softmax(KernelContext& ctx);
 Status TopKTopPSampling(KernelContext& ctx);
 Status GemmCublas(KernelContext& ctx);  // cuBLASLt
+// Why the cublas impl cannot run here (libcublasLt not loadable), if so.
+std::optional<std::string> CublasUnavailable(const KernelContext& ctx);
 Status GemmDecode(KernelContext& ctx);  // hand-written, M <= 32
 Status Add(KernelContext& ctx);
 Status RmsNorm(KernelContext& ctx);

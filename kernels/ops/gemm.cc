@@ -59,7 +59,8 @@ KERNELD_OP(gemm) {
 #ifdef KERNELD_WITH_CUDA
   // Static ranking: the decode kernel wins where it is eligible (M <= 32,
   // where reading b dominates); cuBLASLt takes every other shape.
-  op.Impl("cublas", cuda::GemmCublas, Requirements::Cuda(80), 10);
+  op.Impl("cublas", cuda::GemmCublas,
+          Requirements::Cuda(80).When("libcublasLt loads", cuda::CublasUnavailable), 10);
   op.Impl("cuda", cuda::GemmDecode, Requirements::Cuda(70).When("M <= 32", DecodeShape), 20);
 #endif
   return op;
