@@ -265,7 +265,14 @@ int main(int argc, char** argv) {
         for (const ImplDef& impl : gemm->impls) {
           if (impl.requires_.device_kind != DeviceKind::kCuda) continue;
           if (impl.requires_.RejectDevice(dev) || impl.requires_.RejectRequest(ctx)) continue;
-          ms[impl.backend] = MedianMs(s, g.m >= 4096 ? 10 : reps, flush, flush_bytes, [&] { (void)impl.fn(ctx); });
+          bool failed = false;
+          const double t = MedianMs(s, g.m >= 4096 ? 10 : reps, flush, flush_bytes, [&] {
+            if (!failed) {
+              Status st = impl.fn(ctx);
+              if (!st.ok()) failed = true, std::printf("gemm %s: %s\n", impl.backend.c_str(), st.ToString().c_str());
+            }
+          });
+          if (!failed) ms[impl.backend] = t;  // a failed launch takes no time: never report it
         }
         const double ref = ms.count("cublas") ? ms["cublas"] : 0;
         for (const auto& [backend, t] : ms) {

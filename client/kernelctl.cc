@@ -236,6 +236,7 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     for (const auto& [name, t] : req.inputs()) in_off[name] = total, total = align(total + t.inline_data().size());
     for (const auto& [name, t] : resp.outputs()) out_off[name] = total, total = align(total + t.inline_data().size());
     total = std::max<uint64_t>(total, 256);
+    const auto reg0 = std::chrono::steady_clock::now();
     if (via == "shm") {
       buf = std::make_unique<SharedMemoryBuffer>(c, total, 0, "kernelctl");
 #ifdef KERNELD_WITH_CUDA
@@ -249,6 +250,11 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
 #endif
     }
     if (!buf->status().ok()) return Fail(buf->status());
+    // Allocation + handle export/open + the Register/Allocate RPC: the
+    // one-time cost a client pays before its zero-copy requests.
+    std::printf("%s buffer of %llu bytes ready in %.1f us (allocate + register, once)\n", via.c_str(),
+                static_cast<unsigned long long>(total),
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - reg0).count());
     for (auto& [name, t] : *req.mutable_inputs()) {
       const std::string& bytes = t.inline_data();
       if (via == "shm") {

@@ -9,6 +9,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "cuda/cuda_check.cuh"
 #include "kerneld/op.h"
@@ -18,7 +21,6 @@ namespace kerneld::cuda::decode_gemm {
 inline constexpr int kWarps = 8;                 // per block; they split the block's slab of K
 inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kSmemBytes = 64 * 1024;     // the a slab (and the epilogue)
-inline constexpr int kMaxDevices = 64;
 
 // A block's share of K: `slab` columns of a (in shared memory), `warp_k` of
 // them per warp; `splits` blocks along K per column tile.
@@ -44,21 +46,34 @@ Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, v
 Status GemmDecodeMma(KernelContext& ctx);
 
 // Opts `kernel` in to kSmemBytes of dynamic shared memory on `device` (a
-// per-device attribute) once, and returns its resident blocks per SM.
+// per-device, per-kernel attribute) once, and returns its resident blocks
+// per SM. Cached per (kernel, device): the kernels' instantiations share one
+// function type, so a cache keyed by the type alone would opt in only the
+// first of them and the others would fail to launch (invalid argument).
 template <typename Kernel>
 Status PrepareKernel(Kernel kernel, int device, int* blocks_per_sm) {
-  static std::atomic<int> cached[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) return Internal("gemm: device index out of range");
-  int bps = cached[device].load(std::memory_order_relaxed);
-  if (bps == 0) {
-    KERNELD_RETURN_IF_ERROR(CudaStatus(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), "gemm: smem opt-in"));
-    KERNELD_RETURN_IF_ERROR(CudaStatus(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, kThreads, kSmemBytes),
-                                       "gemm: occupancy"));
-    bps = std::max(bps, 1);
-    cached[device].store(bps, std::memory_order_relaxed);
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> cached;
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cached.find(key);
+  if (it == cached.end()) {
+    // The attribute applies to the current device: set it on `device`.
+    int current = -1;
+    KERNELD_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&current), "gemm: cudaGetDevice"));
+    if (current != device) KERNELD_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "gemm: cudaSetDevice"));
+    int bps = 0;
+    const Status opt_in = CudaStatus(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), "gemm: smem opt-in");
+    const Status st =
+        opt_in.ok() ? CudaStatus(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, kThreads, kSmemBytes),
+                                 "gemm: occupancy")
+                    : opt_in;
+    if (current != device) (void)cudaSetDevice(current);  // best effort: st says what failed
+    KERNELD_RETURN_IF_ERROR(st);
+    it = cached.emplace(key, std::max(bps, 1)).first;
   }
-  *blocks_per_sm = bps;
+  *blocks_per_sm = it->second;
   return Status::Ok();
 }
 
