@@ -224,6 +224,14 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
   }
 
   std::vector<double> lat_us;
+  // The server's own view of each request (ExecutionInfo), to split the
+  // round trip into transport, queue and execution.
+  std::vector<double> queue_us, exec_us, total_us;
+  auto note_info = [&](const v1::ExecuteResponse& r) {
+    queue_us.push_back(static_cast<double>(r.info().queue_ns()) / 1e3);
+    exec_us.push_back(static_cast<double>(r.info().execute_ns()) / 1e3);
+    total_us.push_back(static_cast<double>(r.info().total_ns()) / 1e3);
+  };
   v1::ExecuteResponse resp;
   std::unique_ptr<SharedBuffer> buf;
   if (via != "inline") {
@@ -306,6 +314,7 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
       while (s->Receive(&r)) {
         size_t id = std::stoul(r.request_id());
         lat_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent[id]).count());
+        note_info(r);
         resp = r;
       }
     });
@@ -326,12 +335,15 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
       auto t0 = std::chrono::steady_clock::now();
       if (auto st = c.Execute(req, &resp); !st.ok()) return Fail(st);
       lat_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      note_info(resp);
     }
   }
   std::printf("%s on %s/%s: server execute %.1f us, total %.1f us; client p50 %.1f us p99 %.1f us (n=%zu)\n",
               op.c_str(), resp.info().backend().c_str(), resp.info().device().c_str(),
               static_cast<double>(resp.info().execute_ns()) / 1e3, static_cast<double>(resp.info().total_ns()) / 1e3,
               Percentile(lat_us, 0.5), Percentile(lat_us, 0.99), lat_us.size());
+  std::printf("server p50: queue %.1f us, execute %.1f us, total %.1f us (arrival to completion)\n",
+              Percentile(queue_us, 0.5), Percentile(exec_us, 0.5), Percentile(total_us, 0.5));
   if (!check) return 0;
   if (repeat > 1 && buf) {
     bool in_place_op = false;

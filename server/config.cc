@@ -40,6 +40,8 @@ std::string FlagsHelp() {
   --cpu_workers=N        requests the CPU backend runs at once (default 2)
   --cpu_threads=N        threads one CPU request may use (default: all cores)
   --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
+  --worker_spin_us=N     an idle device thread polls its queue N us before it sleeps:
+                         trades CPU for the wake-up latency of a sleeping thread (0)
   --stream_window=N      requests in flight per ExecuteStream (default 64)
   --drain_timeout_s=S    on SIGTERM, time allowed to finish in-flight work (30)
   --enable_cuda=BOOL     use GPUs when present (default true)
@@ -80,6 +82,10 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       {"cpu_workers", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0; }},
       {"cpu_threads", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_threads) && cfg->cpu_threads >= 0; }},
       {"queue_capacity", [&](const std::string& v) { return ParseInt(v, &cfg->queue_capacity) && cfg->queue_capacity > 0; }},
+      {"worker_spin_us",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->worker_spin_us) && cfg->worker_spin_us >= 0 && cfg->worker_spin_us <= 1000000;
+       }},
       {"stream_window", [&](const std::string& v) { return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0; }},
       {"drain_timeout_s",
        [&](const std::string& v) {

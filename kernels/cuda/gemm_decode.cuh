@@ -20,7 +20,11 @@ namespace kerneld::cuda::decode_gemm {
 
 inline constexpr int kWarps = 8;                 // per block; they split the block's slab of K
 inline constexpr int kThreads = kWarps * 32;
-inline constexpr int kSmemBytes = 64 * 1024;     // the a slab (and the epilogue)
+inline constexpr int kSmemBytes = 64 * 1024;     // the a slab (and the epilogue), FMA kernel
+// The tensor-core kernel's: room for a 16-row slab of 2816 k, so that K =
+// 4096 takes 2 splits and 16 x 4096 x 4096 is one wave of 256 blocks (two
+// an SM, 194 KiB of 228) rather than two waves of 512.
+inline constexpr int kMmaSmemBytes = 96 * 1024;
 
 // A block's share of K: `slab` columns of a (in shared memory), `warp_k` of
 // them per warp; `splits` blocks along K per column tile.
@@ -45,13 +49,13 @@ Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, v
 // The tensor-core kernel (float16 / bfloat16, compute capability >= 8.0).
 Status GemmDecodeMma(KernelContext& ctx);
 
-// Opts `kernel` in to kSmemBytes of dynamic shared memory on `device` (a
+// Opts `kernel` in to `smem_bytes` of dynamic shared memory on `device` (a
 // per-device, per-kernel attribute) once, and returns its resident blocks
 // per SM. Cached per (kernel, device): the kernels' instantiations share one
 // function type, so a cache keyed by the type alone would opt in only the
 // first of them and the others would fail to launch (invalid argument).
 template <typename Kernel>
-Status PrepareKernel(Kernel kernel, int device, int* blocks_per_sm) {
+Status PrepareKernel(Kernel kernel, int device, int smem_bytes, int* blocks_per_sm) {
   static std::mutex mu;
   static std::map<std::pair<const void*, int>, int> cached;
   const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
@@ -64,9 +68,9 @@ Status PrepareKernel(Kernel kernel, int device, int* blocks_per_sm) {
     if (current != device) KERNELD_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "gemm: cudaSetDevice"));
     int bps = 0;
     const Status opt_in = CudaStatus(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), "gemm: smem opt-in");
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), "gemm: smem opt-in");
     const Status st =
-        opt_in.ok() ? CudaStatus(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, kThreads, kSmemBytes),
+        opt_in.ok() ? CudaStatus(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, kThreads, smem_bytes),
                                  "gemm: occupancy")
                     : opt_in;
     if (current != device) (void)cudaSetDevice(current);  // best effort: st says what failed

@@ -76,6 +76,23 @@ __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 #endif
 }
 
+// 16 bytes global -> shared without a register (cp.async, compute
+// capability >= 8.0, both addresses 16-byte aligned), and the wait for all
+// of this thread's copies.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void CpAsyncWaitAll() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // Eight 16-bit values of b: one 16-byte load (kVec), or element by element
 // with bounds (any alignment); zeros where `ok` fails.
 template <bool kVec>
@@ -198,25 +215,30 @@ __global__ void __launch_bounds__(kThreads, MT16 == 1 && kVec ? 2 : 1)
   for (int d = 0; d < kStages; ++d) window[d] = load(d);
 
   // a's rows as raw 16-bit values, zeros past M and past the slab: a warp
-  // per row, 16 bytes a lane where the rows allow it.
+  // per row, 16 bytes a lane where the rows allow it. Aligned rows go
+  // global -> shared with cp.async: every copy of the slab is in flight at
+  // once and none holds a register (loads through registers made each warp
+  // wait out one L2 round trip per 512 bytes, and the b window already
+  // takes 64 registers a lane).
   const bool a_vec = (reinterpret_cast<uintptr_t>(a) & 15) == 0 && k_total % 8 == 0;
   for (int m = warp; m < ROWS; m += kWarps) {
     const uint16_t* src = a + m * k_total + k0;
     uint16_t* dst = a_s + m * stride;
     for (int kk = 8 * lane; kk < slab; kk += 8 * 32) {
+      if (m < m_total && kk < slab_len && a_vec) {  // slab_len is then a multiple of 8 too
+        CpAsync16(dst + kk, src + kk);
+        continue;
+      }
       uint4 v = make_uint4(0, 0, 0, 0);
       if (m < m_total && kk < slab_len) {
-        if (a_vec) {  // slab_len is then a multiple of 8 too
-          v = __ldg(reinterpret_cast<const uint4*>(src + kk));
-        } else {
-          uint32_t w[4] = {0, 0, 0, 0};
-          for (int e = 0; e < 8 && kk + e < slab_len; ++e) w[e / 2] |= static_cast<uint32_t>(src[kk + e]) << (16 * (e % 2));
-          v = make_uint4(w[0], w[1], w[2], w[3]);
-        }
+        uint32_t w[4] = {0, 0, 0, 0};
+        for (int e = 0; e < 8 && kk + e < slab_len; ++e) w[e / 2] |= static_cast<uint32_t>(src[kk + e]) << (16 * (e % 2));
+        v = make_uint4(w[0], w[1], w[2], w[3]);
       }
       *reinterpret_cast<uint4*>(dst + kk) = v;
     }
   }
+  CpAsyncWaitAll();
   __syncthreads();
 
   float acc[MT16][NJ][4];
@@ -278,10 +300,10 @@ Status Launch(const KernelContext& ctx, const void* a, const void* b, void* c, i
   constexpr int ROWS = 16 * MT16;
   auto kernel = DecodeGemmMmaKernel<T, MT16, kTransB, kVec>;
   int bps = 0;
-  KERNELD_RETURN_IF_ERROR(PrepareKernel(kernel, ctx.device.device.index, &bps));
+  KERNELD_RETURN_IF_ERROR(PrepareKernel(kernel, ctx.device.device.index, kMmaSmemBytes, &bps));
   const int64_t tiles = (n + TN - 1) / TN;
   const int64_t unit = int64_t{kWarps} * SK;
-  const int64_t max_slab = std::max<int64_t>(unit, (kSmemBytes / 2 / ROWS - kPad<kTransB>) / unit * unit);
+  const int64_t max_slab = std::max<int64_t>(unit, (kMmaSmemBytes / 2 / ROWS - kPad<kTransB>) / unit * unit);
   const SplitPlan plan = PlanSplits(ctx, k, tiles, SK, max_slab, bps);
   if (plan.splits > 65535 || tiles > INT_MAX)
     return InvalidArgument("gemm: shape too large for the decode kernel (use backend cublas)");

@@ -12,6 +12,7 @@ DeviceManager::DeviceManager(const Config& cfg) {
     DiscoverCudaDevices(cfg, nullptr, &cuda_);  // versions only
     cuda_.status = "GPUs disabled by --enable_cuda=false";
   }
+  for (auto& w : workers_) w->set_spin(std::chrono::microseconds(cfg.worker_spin_us));
 }
 
 DeviceManager::~DeviceManager() { StopAll(); }

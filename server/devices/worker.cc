@@ -6,6 +6,14 @@ namespace {
 int64_t Ns(std::chrono::steady_clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 }  // namespace
 
 DeviceWorker::DeviceWorker(DeviceInfo info, int threads, int capacity)
@@ -42,6 +50,13 @@ void DeviceWorker::Stop() {
 void DeviceWorker::Loop() {
   for (;;) {
     std::unique_ptr<Task> task;
+    // Poll before sleeping (set_spin). depth_ is published under mu_ by
+    // Submit; seeing it non-zero only says the lock is worth taking. Stop
+    // is noticed after at most one spin.
+    if (const int64_t spin = spin_ns_.load(std::memory_order_relaxed); spin > 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin);
+      while (depth_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) CpuRelax();
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });

@@ -87,6 +87,27 @@ TEST(Lifecycle, SecondDaemonOnTakenPortFails) {
   EXPECT_TRUE(first.Serving());
 }
 
+TEST(Lifecycle, WorkerSpinServesAndBadValueIsRefused) {
+  Daemon d({"--worker_spin_us=200"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  for (int i = 0; i < 20; ++i) {
+    v1::ExecuteResponse resp;
+    ASSERT_TRUE(d.client().Execute(ScaleRequest(DType::kFloat32, {127}, 2.0), &resp).ok());
+    ASSERT_EQ(resp.status().code(), 0) << resp.status().message();
+  }
+  EXPECT_EQ(d.Terminate(), 0);
+
+  std::string cmd = std::string(KERNELD_BINARY) + " --worker_spin_us=-5 --metrics_listen=off 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("worker_spin_us"), std::string::npos) << out;
+}
+
 TEST(Lifecycle, FullQueueAnswersResourceExhausted) {
   Daemon d({"--cpu_workers=1", "--queue_capacity=1", "--enable_test_ops"});
   ASSERT_TRUE(d.ok()) << d.Log();

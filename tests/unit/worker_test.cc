@@ -86,5 +86,25 @@ TEST(Worker, FullQueueRefusesAndStopDrains) {
   EXPECT_FALSE(w.Submit(t));  // stopped: refuses
 }
 
+// Idle threads that poll the queue (set_spin) still run each task once,
+// pick up work submitted while they spin or sleep, and let Stop finish.
+TEST(Worker, SpinningThreadsRunEveryTaskAndStop) {
+  Probe p;
+  CpuWorker w(2, 1, 8);
+  w.set_spin(std::chrono::milliseconds(5));
+  for (int i = 0; i < 4; ++i) {
+    std::promise<Status> r;
+    auto t = p.MakeTask(&r);
+    ASSERT_TRUE(w.Submit(t));
+    EXPECT_TRUE(r.get_future().get().ok());
+    // Alternate between arriving inside the spin window and after it.
+    if (i % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(p.runs, 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  w.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
 }  // namespace
 }  // namespace kerneld::server
