@@ -253,10 +253,11 @@ Status Launch(const KernelContext& ctx, const T* a, const T* b, T* c, int m, int
   constexpr int SK = kStepK<T, kTransB>;
   auto kernel = DecodeGemmKernel<T, MT, kTransB, kVec>;
   int bps = 0;
-  KERNELD_RETURN_IF_ERROR(decode_gemm::PrepareKernel(kernel, ctx.device.device.index, kSmemBytes, &bps));
+  int smem_limit = 0;
+  KERNELD_RETURN_IF_ERROR(decode_gemm::PrepareKernel(kernel, ctx.device.device.index, kSmemBytes, &bps, &smem_limit));
   const int64_t tiles = (n + TN - 1) / TN * m_tiles;
   const int64_t unit = int64_t{kWarps} * SK;
-  const int64_t max_slab = std::max<int64_t>(unit, (kSmemBytes / 4 / MT) / unit * unit);
+  const int64_t max_slab = std::max<int64_t>(unit, (smem_limit / 4 / MT) / unit * unit);
   const decode_gemm::SplitPlan plan = decode_gemm::PlanSplits(ctx, k, tiles, SK, max_slab, bps);
   if (plan.splits > 65535 || tiles > INT_MAX)
     return InvalidArgument("gemm: shape too large for the decode kernel (use backend cublas)");

@@ -300,10 +300,11 @@ Status Launch(const KernelContext& ctx, const void* a, const void* b, void* c, i
   constexpr int ROWS = 16 * MT16;
   auto kernel = DecodeGemmMmaKernel<T, MT16, kTransB, kVec>;
   int bps = 0;
-  KERNELD_RETURN_IF_ERROR(PrepareKernel(kernel, ctx.device.device.index, kMmaSmemBytes, &bps));
+  int smem_limit = 0;
+  KERNELD_RETURN_IF_ERROR(PrepareKernel(kernel, ctx.device.device.index, kMmaSmemBytes, &bps, &smem_limit));
   const int64_t tiles = (n + TN - 1) / TN;
   const int64_t unit = int64_t{kWarps} * SK;
-  const int64_t max_slab = std::max<int64_t>(unit, (kMmaSmemBytes / 2 / ROWS - kPad<kTransB>) / unit * unit);
+  const int64_t max_slab = std::max<int64_t>(unit, (smem_limit / 2 / ROWS - kPad<kTransB>) / unit * unit);
   const SplitPlan plan = PlanSplits(ctx, k, tiles, SK, max_slab, bps);
   if (plan.splits > 65535 || tiles > INT_MAX)
     return InvalidArgument("gemm: shape too large for the decode kernel (use backend cublas)");
