@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace kerneld::server {
@@ -65,10 +66,15 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
                         const std::string& device, Placement* out) const {
   const bool any_backend = backend.empty() || backend == "auto";
   if (!any_backend) {
-    auto known = KnownBackends();
-    if (std::find(known.begin(), known.end(), backend) == known.end())
-      return InvalidArgument("unknown backend '" + backend + "'; backends are {" + Join(known) +
-                             "}, or empty/\"auto\" to let the scheduler choose");
+    // The built-in names first: KnownBackends() walks the whole registry,
+    // which the request path need not do for "cpu" or "cuda".
+    static const std::set<std::string, std::less<>> kBuiltin = {"cpu", "cuda", "cublas", "nvrtc"};
+    if (!kBuiltin.count(backend)) {
+      const auto known = KnownBackends();
+      if (std::find(known.begin(), known.end(), backend) == known.end())
+        return InvalidArgument("unknown backend '" + backend + "'; backends are {" + Join(known) +
+                               "}, or empty/\"auto\" to let the scheduler choose");
+    }
     if (op.FindImpl(backend) == nullptr) {
       std::vector<std::string> has;
       for (const auto& i : op.impls) has.push_back(i.backend);
@@ -102,16 +108,26 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   std::stable_sort(impls.begin(), impls.end(),
                    [](const ImplDef* a, const ImplDef* b) { return a->priority > b->priority; });
 
+  // The probe as each target device would see it, built once per target
+  // and only when an implementation gets that far (it copies the views and
+  // attrs): the request path pays for one copy, not one per (impl, device).
+  std::vector<std::optional<KernelContext>> probes(targets.size());
   std::vector<std::string> reasons;
   int rejections = 0, unhealthy = 0;
   for (const ImplDef* impl : impls) {
     DeviceWorker* best = nullptr;
     int best_load = 0;
     std::vector<std::string> why_not;
-    for (DeviceWorker* w : targets) {
-      DeviceInfo d = w->Snapshot();
+    for (size_t ti = 0; ti < targets.size(); ++ti) {
+      DeviceWorker* w = targets[ti];
+      // info() is the static description; health changes at run time, so an
+      // unhealthy device is described by a snapshot (RejectDevice reads it).
+      const bool healthy = w->healthy();
+      std::optional<DeviceInfo> snapshot;
+      if (!healthy) snapshot = w->Snapshot();
+      const DeviceInfo& d = snapshot ? *snapshot : w->info();
       ++rejections;  // undone below when the device takes it
-      if (!d.healthy && d.device.kind == impl->requires_.device_kind) {
+      if (!healthy && d.device.kind == impl->requires_.device_kind) {
         ++unhealthy;
         why_not.push_back(d.device.ToString() + " is unhealthy after a sticky device error");
         continue;
@@ -129,7 +145,8 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
         why_not.push_back("its buffers live on another device than " + d.device.ToString());
         continue;
       }
-      if (auto r = impl->requires_.RejectRequest(ProbeFor(probe, d))) {
+      if (!probes[ti]) probes[ti] = ProbeFor(probe, w->Snapshot());
+      if (auto r = impl->requires_.RejectRequest(*probes[ti])) {
         why_not.push_back(d.device.ToString() + ": " + *r);
         continue;
       }
