@@ -241,7 +241,8 @@ int main(int argc, char** argv) {
   if (gemm && (only_ops.empty() || only_ops.count("gemm"))) {
     struct G { int64_t m, n, k; bool tb; };
     for (G g : {G{8192, 8192, 8192, false}, G{16, 4096, 4096, true}, G{16, 4096, 4096, false},
-                G{1, 4096, 4096, true}, G{32, 4096, 4096, true}}) {
+                G{1, 4096, 4096, true}, G{32, 4096, 4096, true}, G{1, 4096, 4096, false},
+                G{32, 4096, 4096, false}, G{16, 14336, 4096, false}, G{16, 4096, 14336, false}}) {
       for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
         KernelContext ctx;
         ctx.op = gemm;

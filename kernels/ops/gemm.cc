@@ -57,11 +57,14 @@ KERNELD_OP(gemm) {
       .AttrWithDefault("alpha", AttrType::kFloat, 1.0, "scales the product")
       .Impl("cpu", cpu::Gemm, Requirements::Cpu());
 #ifdef KERNELD_WITH_CUDA
-  // Static ranking from measurement (bench/kernel_bench on an H100,
-  // 2026-11-23; docs/kernels.md): cuBLASLt beats the hand-written decode
-  // kernel on every decode shape measured (16x4096x4096 bf16: 21.6 us vs
-  // 73 us), so it ranks first; the decode kernel runs when asked for by
-  // name (backend "cuda") or where cuBLASLt cannot load.
+  // Static ranking from measurement (bench/kernel_bench --flush-l2 on an
+  // H100, 2026-11-23; docs/kernels.md): cuBLASLt beats the hand-written
+  // decode kernel on every decode shape measured but one (16x4096x4096 bf16:
+  // 22 us vs 33 us), so it ranks first; the decode kernel runs when asked
+  // for by name (backend "cuda") or where cuBLASLt cannot load. The one:
+  // float32 16x4096x4096 with b [K, N] (decode 58 us, cuBLASLt 89 us), while
+  // M = 1 and 32 and K or N = 14336 go the other way; too narrow for a rule
+  // (ImplDef::priority_for could carry one), it is left to measured tuning.
   op.Impl("cublas", cuda::GemmCublas,
           Requirements::Cuda(80).When("libcublasLt loads", cuda::CublasUnavailable), 10);
   op.Impl("cuda", cuda::GemmDecode, Requirements::Cuda(70).When("M <= 32", DecodeShape), 5);

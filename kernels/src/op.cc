@@ -237,7 +237,12 @@ OpDef& OpDef::Check(CheckFn fn) {
   return *this;
 }
 OpDef& OpDef::Impl(std::string backend, KernelFn fn, Requirements req, int priority) {
-  impls.push_back({std::move(backend), std::move(fn), std::move(req), priority});
+  ImplDef impl;
+  impl.backend = std::move(backend);
+  impl.fn = std::move(fn);
+  impl.requires_ = std::move(req);
+  impl.priority = priority;
+  impls.push_back(std::move(impl));
   return *this;
 }
 

@@ -105,8 +105,12 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   std::vector<const ImplDef*> impls;
   for (const auto& i : op.impls)
     if (any_backend || i.backend == backend) impls.push_back(&i);
-  std::stable_sort(impls.begin(), impls.end(),
-                   [](const ImplDef* a, const ImplDef* b) { return a->priority > b->priority; });
+  // Rank for this request (ImplDef::PriorityFor: an impl may rank higher on
+  // the shapes where it was measured faster), computed once per impl.
+  std::vector<std::pair<int, const ImplDef*>> ranked;
+  for (const ImplDef* i : impls) ranked.emplace_back(i->PriorityFor(probe), i);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < ranked.size(); ++i) impls[i] = ranked[i].second;
 
   // The probe as each target device would see it, built once per target
   // and only when an implementation gets that far (it copies the views and

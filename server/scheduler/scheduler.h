@@ -3,7 +3,8 @@
 // Eligibility: an impl is a candidate on a device when its Requirements
 // accept the device (kind, compute capability, health) and the request
 // (dtypes, alignment, size, predicate). Ranking: an explicit backend wins;
-// otherwise the highest static priority (measured latency comes later).
+// otherwise the highest priority for this request (ImplDef::PriorityFor: the
+// static one, or a per-request one where an impl was measured faster).
 // Placement: an explicit device; else where the data lives; else the least
 // loaded eligible device.
 #pragma once

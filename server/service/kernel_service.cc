@@ -74,6 +74,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
       i->set_backend(impl.backend);
       i->set_requirements(impl.requires_.Describe());
       i->set_priority(impl.priority);
+      i->set_priority_note(impl.priority_doc);
       for (const auto& [dev, why] : runner_.scheduler().DeviceEligibility(impl)) {
         v1::DeviceEligibility* e = i->add_devices();
         e->set_device(dev.device.ToString());

@@ -168,6 +168,17 @@ struct ImplDef {
   KernelFn fn;
   Requirements requires_;
   int priority = 0;  // higher wins among eligible impls (static ranking)
+  // Optional: a different rank for some requests (shape, dtype, attrs), where
+  // measurement says this impl is the faster one only there; nullopt keeps
+  // `priority`. priority_doc says when, for ListKernels and the docs.
+  std::function<std::optional<int>(const KernelContext&)> priority_for;
+  std::string priority_doc;
+
+  int PriorityFor(const KernelContext& ctx) const {
+    if (priority_for)
+      if (auto p = priority_for(ctx)) return *p;
+    return priority;
+  }
 };
 
 // ----- op definition --------------------------------------------------------
