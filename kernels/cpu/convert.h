@@ -3,7 +3,9 @@
 // float16 <-> float32 uses the F16C instructions when the CPU has them
 // (chosen at run time: the baseline x86-64 build cannot assume them), a
 // portable bit-exact software path otherwise; both round to nearest even.
-// bfloat16 conversions are plain integer arithmetic the compiler vectorizes.
+// bfloat16 widening is a shift the compiler vectorizes; rounding to bfloat16
+// uses AVX2 when the CPU has it (chosen at run time), the same integer
+// arithmetic in scalar code otherwise.
 #pragma once
 
 #include <cstdint>

@@ -104,5 +104,29 @@ TEST(BlockConvert, MatchesScalarConversions) {
   EXPECT_TRUE(std::isnan(BFloat16ToFloat(bn.bits)));
 }
 
+TEST(BlockConvert, BFloat16BitExactOverEveryClassAndTail) {
+  // The block path (AVX2 where the CPU has it) against the scalar
+  // reference, bit for bit, over all exponent classes (NaN payloads, Inf,
+  // subnormals, exact ties, the overflow edge), at lengths and start offsets
+  // that leave vector tails, with a poisoned output.
+  std::mt19937 rng(11);
+  std::vector<float> f(4097 + 8);
+  for (auto& v : f) v = BitsFloat(static_cast<uint32_t>(rng()));
+  const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f8fffffu,
+                               0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f7f8000u, 0x00008000u, 0x80000000u,
+                               0x00000001u, 0x3f807fffu};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); ++i) f[3 * i + 1] = BitsFloat(specials[i]);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 127, 4097}) {
+    for (int64_t off : {0, 1, 3}) {
+      std::vector<BFloat16> out(static_cast<size_t>(n) + 1, BFloat16{0xdead});
+      cpu::FromFloat(f.data() + off, out.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(out[static_cast<size_t>(i)].bits, FloatToBFloat16(f[static_cast<size_t>(off + i)]))
+            << "n=" << n << " off=" << off << " i=" << i;
+      EXPECT_EQ(out[static_cast<size_t>(n)].bits, 0xdeadu) << "wrote past n=" << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kerneld
