@@ -21,7 +21,8 @@ __attribute__((target("f16c,avx"))) void HalfToFloatF16c(const Half* in, float* 
 __attribute__((target("f16c,avx"))) void FloatToHalfF16c(const float* in, Half* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
   }
   for (; i < n; ++i) out[i].bits = FloatToHalf(in[i]);
@@ -30,7 +31,8 @@ __attribute__((target("f16c,avx"))) void FloatToHalfF16c(const float* in, Half* 
 // bfloat16 rounding, 8 floats a step: the scalar loop below, in AVX2
 // (without it the 32 -> 16-bit narrowing does not vectorize on baseline
 // x86-64 and scale on bfloat16 ran at 0.37x memcpy on one thread).
-__attribute__((target("avx2"))) void FloatToBFloat16Avx2(const float* in, uint16_t* out, int64_t n) {
+__attribute__((target("avx2"))) void FloatToBFloat16Avx2(const float* in, uint16_t* out,
+                                                         int64_t n) {
   const __m256i k7fff = _mm256_set1_epi32(0x7fff), kOne = _mm256_set1_epi32(1),
                 kAbs = _mm256_set1_epi32(0x7fffffff), kInf = _mm256_set1_epi32(0x7f800000),
                 kQuiet = _mm256_set1_epi32(0x40);
@@ -38,8 +40,8 @@ __attribute__((target("avx2"))) void FloatToBFloat16Avx2(const float* in, uint16
   for (; i + 8 <= n; i += 8) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
     const __m256i hi = _mm256_srli_epi32(v, 16);
-    const __m256i rounded =
-        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(v, k7fff), _mm256_and_si256(hi, kOne)), 16);
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(v, k7fff), _mm256_and_si256(hi, kOne)), 16);
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, kAbs), kInf);
     const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, kQuiet), nan);
     // packus works within 128-bit lanes: [a0..3 b0..3 | a4..7 b4..7]; put

@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
             const float2 xf = ToF2(&cache[k].v[j]);
             const float2 gf = ToF2(&g.v[j]);
             const float2 bf = ToF2(&b.v[j]);
-            FromF2(make_float2(fmaf(xf.x - mean, rstd * gf.x, bf.x), fmaf(xf.y - mean, rstd * gf.y, bf.y)),
+            FromF2(make_float2(fmaf(xf.x - mean, rstd * gf.x, bf.x),
+                               fmaf(xf.y - mean, rstd * gf.y, bf.y)),
                    &o.v[j]);
           } else {
             o.v[j] = FromF<T>(fmaf(ToF(cache[k].v[j]) - mean, rstd * ToF(g.v[j]), ToF(b.v[j])));

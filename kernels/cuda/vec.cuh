@@ -13,9 +13,13 @@ namespace kerneld::cuda {
 template <typename T>
 __device__ __forceinline__ float ToF(T v);
 template <>
-__device__ __forceinline__ float ToF<float>(float v) { return v; }
+__device__ __forceinline__ float ToF<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float ToF<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToF<__half>(__half v) {
+  return __half2float(v);
+}
 // bfloat16 is the top half of a float32: widening is a shift, exact. Spelled
 // out because __bfloat162float cost registers enough to make layernorm's
 // bfloat16 kernel spill at full occupancy (CUDA 13, sm_90).
@@ -27,9 +31,13 @@ __device__ __forceinline__ float ToF<__nv_bfloat16>(__nv_bfloat16 v) {
 template <typename T>
 __device__ __forceinline__ T FromF(float v);
 template <>
-__device__ __forceinline__ float FromF<float>(float v) { return v; }
+__device__ __forceinline__ float FromF<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half FromF<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half FromF<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);

@@ -55,7 +55,9 @@ void DeviceWorker::Loop() {
     // is noticed after at most one spin.
     if (const int64_t spin = spin_ns_.load(std::memory_order_relaxed); spin > 0) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin);
-      while (depth_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) CpuRelax();
+      while (depth_.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < until)
+        CpuRelax();
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -75,9 +77,9 @@ void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
   Status st;
   // Deadline first: gRPC also marks a call whose deadline passed as cancelled.
   if (std::chrono::system_clock::now() >= task->deadline) {
-    st = Status(StatusCode::kDeadlineExceeded,
-                task->op->name + ": deadline passed after " +
-                    std::to_string(timing.queue_ns / 1000) + " us in the queue; not executed");
+    st = Status(StatusCode::kDeadlineExceeded, task->op->name + ": deadline passed after " +
+                                                   std::to_string(timing.queue_ns / 1000) +
+                                                   " us in the queue; not executed");
   } else if (task->cancelled && task->cancelled()) {
     st = Status(StatusCode::kCancelled, task->op->name + ": cancelled by the client before it ran");
   } else {

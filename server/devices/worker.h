@@ -3,8 +3,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -41,7 +41,9 @@ class DeviceWorker {
   // condition variable (0: sleeps at once). Waking a sleeping thread costs
   // tens of microseconds (measured on the H100 host: queue time p50 44-48
   // us with the daemon otherwise idle); polling trades a core for that.
-  void set_spin(std::chrono::microseconds spin) { spin_ns_.store(spin.count() * 1000, std::memory_order_relaxed); }
+  void set_spin(std::chrono::microseconds spin) {
+    spin_ns_.store(spin.count() * 1000, std::memory_order_relaxed);
+  }
 
  protected:
   // Runs one task on this device; returns the status and fills execute_ns.

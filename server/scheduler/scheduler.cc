@@ -78,7 +78,8 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
     if (op.FindImpl(backend) == nullptr) {
       std::vector<std::string> has;
       for (const auto& i : op.impls) has.push_back(i.backend);
-      std::string why = op.name + " has no '" + backend + "' implementation; it has {" + Join(has) + "}";
+      std::string why =
+          op.name + " has no '" + backend + "' implementation; it has {" + Join(has) + "}";
       if (backend == "cuda" || backend == "cublas")
         if (!devices_.cuda().status.empty()) why += " (" + devices_.cuda().status + ")";
       return FailedPrecondition(why);
@@ -109,7 +110,8 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   // the shapes where it was measured faster), computed once per impl.
   std::vector<std::pair<int, const ImplDef*>> ranked;
   for (const ImplDef* i : impls) ranked.emplace_back(i->PriorityFor(probe), i);
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t i = 0; i < ranked.size(); ++i) impls[i] = ranked[i].second;
 
   // The probe as each target device would see it, built once per target
@@ -173,7 +175,8 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   // Every candidate failed only because its device is down: that is the
   // server's state, not the request's fault, and retrying elsewhere helps.
   if (unhealthy > 0 && unhealthy == rejections)
-    return Unavailable(op.name + ": " + JoinReasons(reasons) + "; retry on another device or backend");
+    return Unavailable(op.name + ": " + JoinReasons(reasons) +
+                       "; retry on another device or backend");
   std::string msg = op.name + ": no eligible backend";
   if (!device.empty()) msg += " on device '" + device + "'";
   msg += " (" + Join(reasons, "; ") + ")";

@@ -1,11 +1,12 @@
 // Scheduler ranking: the highest priority for this request wins among the
 // eligible implementations, and ImplDef::priority_for re-ranks per request.
 // (An explicit backend is covered through the daemon: service_test.)
+#include "scheduler/scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include "config.h"
 #include "devices/device_manager.h"
-#include "scheduler/scheduler.h"
 
 namespace kerneld::server {
 namespace {
@@ -27,7 +28,8 @@ struct Fixture {
     op.Impl("fast", Noop, Requirements::Cpu(), 10);
     op.Impl("narrow", Noop, Requirements::Cpu(), 5);
     op.impls.back().priority_for = [](const KernelContext& ctx) -> std::optional<int> {
-      if (!ctx.inputs.empty() && ctx.inputs[0].shape.size() == 2 && ctx.inputs[0].shape[0] == 1) return 20;
+      if (!ctx.inputs.empty() && ctx.inputs[0].shape.size() == 2 && ctx.inputs[0].shape[0] == 1)
+        return 20;
       return std::nullopt;
     };
   }
@@ -49,8 +51,8 @@ struct Fixture {
 TEST(Scheduler, PerRequestPriorityReRanks) {
   Fixture f;
   EXPECT_EQ(f.PickFor({4, 8}), "fast");
-  EXPECT_EQ(f.PickFor({1, 8}), "narrow");   // priority_for: 20 > 10
-  EXPECT_EQ(f.PickFor({1}), "fast");        // predicate does not apply
+  EXPECT_EQ(f.PickFor({1, 8}), "narrow");  // priority_for: 20 > 10
+  EXPECT_EQ(f.PickFor({1}), "fast");       // predicate does not apply
   EXPECT_EQ(f.op.impls[1].PriorityFor(KernelContext{}), 5);
 }
 
