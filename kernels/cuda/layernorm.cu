@@ -155,18 +155,11 @@ Status Launch(const KernelContext& ctx, const T* x, const T* g, const T* b, T* y
               int64_t h, float eps) {
   const int64_t units = h / N;
   cudaStream_t s = StreamOf(ctx);
-  // Half-type vector rows of 257..1024 packs: two packs a thread, at most
-  // 512 threads, full occupancy (shorter rows already plan <= 2 packs and
-  // <= 256 threads a block).
+  // Half-type vector rows of up to 1024 packs: at most two packs a thread,
+  // blocks of at most 512 threads, full occupancy.
   if constexpr (N > 1 && sizeof(T) == 2) {
     if (units <= 2 * kOccThreads) {
-      RowPlan p = PlanNormRows(rows, units, 2);
-      if (units > 256) {
-        const int tpr = static_cast<int>((units + 1) / 2 + 31) / 32 * 32;
-        p.items = 2;
-        p.block = dim3(static_cast<unsigned>(tpr), 1);
-        p.grid = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t{1} << 30));
-      }
+      const RowPlan p = PlanRowsWithItems(rows, units, units <= 128 ? 1 : 2);
       return DispatchItems<2>(p.items, [&](auto items) {
         LayerNormKernel<T, N, decltype(items)::value, kOccThreads, kOccBlocks>
             <<<p.grid, p.block, 0, s>>>(x, g, b, y, rows, static_cast<int>(units), eps);

@@ -74,30 +74,37 @@ struct RowPlan {
   unsigned grid = 1;
 };
 
-inline RowPlan PlanNormRows(int64_t rows, int64_t units, int max_items) {
+// The launch shape for `items` packs a thread (0: the streaming kernel's
+// 1024-thread blocks): threads a row rounded up to a warp, and short rows
+// share a block (at most kRowScratch / 32 rows, 256 threads).
+inline RowPlan PlanRowsWithItems(int64_t rows, int64_t units, int items) {
   RowPlan p;
-  // Up to 128 threads a row with 1 or 2 packs each; from 4 packs on, up to
-  // 1024 threads. Several packs per thread keep several 16-byte loads in
-  // flight per thread, and a narrow block lets many rows share an SM.
-  for (int k : {1, 2, 4, 8}) {
-    if (k > max_items) break;
-    if (units <= int64_t{k} * (k < 4 ? 128 : 1024)) {
-      p.items = k;
-      break;
-    }
-  }
+  p.items = items;
   int tpr = 1024;
-  if (p.items > 0) {
-    const int64_t threads = (units + p.items - 1) / p.items;
+  if (items > 0) {
+    const int64_t threads = (units + items - 1) / items;
     tpr = static_cast<int>(std::max<int64_t>(32, (threads + 31) / 32 * 32));
   }
-  // Short rows: a warp per row, several rows per block (at most
-  // kRowScratch / 32 of them).
   const int rpb = std::max(1, 256 / tpr);
   p.block = dim3(static_cast<unsigned>(tpr), static_cast<unsigned>(rpb));
   const int64_t blocks = (rows + rpb - 1) / rpb;
   p.grid = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 30));
   return p;
+}
+
+inline RowPlan PlanNormRows(int64_t rows, int64_t units, int max_items) {
+  // Up to 128 threads a row with 1 or 2 packs each; from 4 packs on, up to
+  // 1024 threads. Several packs per thread keep several 16-byte loads in
+  // flight per thread, and a narrow block lets many rows share an SM.
+  int items = 0;
+  for (int k : {1, 2, 4, 8}) {
+    if (k > max_items) break;
+    if (units <= int64_t{k} * (k < 4 ? 128 : 1024)) {
+      items = k;
+      break;
+    }
+  }
+  return PlanRowsWithItems(rows, units, items);
 }
 
 // The largest register cache per thread: 8 single elements, or 4 vectors
@@ -111,15 +118,18 @@ inline constexpr int kMaxItems = N == 1 ? 8 : 4;
 template <int kMaxItems, typename F>
 Status DispatchItems(int items, F&& f) {
   switch (items) {
-    case 1: return f(std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, 2>{});
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
     case 4:
       if constexpr (kMaxItems >= 4) return f(std::integral_constant<int, 4>{});
       break;
     case 8:
       if constexpr (kMaxItems >= 8) return f(std::integral_constant<int, 8>{});
       break;
-    default: break;
+    default:
+      break;
   }
   return Internal("row plan with " + std::to_string(items) + " items per thread");
 }
@@ -128,9 +138,12 @@ Status DispatchItems(int items, F&& f) {
 template <typename F>
 Status DispatchFloatingCuda(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case DType::kFloat16: return f(__half{});
-    case DType::kBFloat16: return f(__nv_bfloat16{});
-    case DType::kFloat32: return f(float{});
+    case DType::kFloat16:
+      return f(__half{});
+    case DType::kBFloat16:
+      return f(__nv_bfloat16{});
+    case DType::kFloat32:
+      return f(float{});
     default:
       return InvalidArgument(std::string(op) + ": cuda has no " + std::string(DTypeName(dt)) +
                              " kernel");

@@ -35,10 +35,16 @@ KernelContext ProbeFor(const KernelContext& probe, const DeviceInfo& dev) {
 
 std::string JoinReasons(const std::vector<std::string>& r) { return Join(r, "; "); }
 
+// Backend names every server knows, whether or not it can run them here.
+const std::set<std::string, std::less<>>& BuiltinBackends() {
+  static const std::set<std::string, std::less<>> names = {"cpu", "cuda", "cublas", "nvrtc"};
+  return names;
+}
+
 }  // namespace
 
 std::vector<std::string> Scheduler::KnownBackends() const {
-  std::set<std::string> s = {"cpu", "cuda", "cublas", "nvrtc"};
+  std::set<std::string> s(BuiltinBackends().begin(), BuiltinBackends().end());
   for (const auto& b : OpRegistry::Global().Backends()) s.insert(b);
   return {s.begin(), s.end()};
 }
@@ -68,8 +74,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   if (!any_backend) {
     // The built-in names first: KnownBackends() walks the whole registry,
     // which the request path need not do for "cpu" or "cuda".
-    static const std::set<std::string, std::less<>> kBuiltin = {"cpu", "cuda", "cublas", "nvrtc"};
-    if (!kBuiltin.count(backend)) {
+    if (!BuiltinBackends().count(backend)) {
       const auto known = KnownBackends();
       if (std::find(known.begin(), known.end(), backend) == known.end())
         return InvalidArgument("unknown backend '" + backend + "'; backends are {" + Join(known) +
@@ -103,16 +108,14 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
       for (const auto& w : devices_.workers()) targets.push_back(w.get());
   }
 
-  std::vector<const ImplDef*> impls;
-  for (const auto& i : op.impls)
-    if (any_backend || i.backend == backend) impls.push_back(&i);
-  // Rank for this request (ImplDef::PriorityFor: an impl may rank higher on
-  // the shapes where it was measured faster), computed once per impl.
+  // Candidates ranked for this request (ImplDef::PriorityFor: an impl may
+  // rank higher on the shapes where it was measured faster), each rank
+  // computed once.
   std::vector<std::pair<int, const ImplDef*>> ranked;
-  for (const ImplDef* i : impls) ranked.emplace_back(i->PriorityFor(probe), i);
+  for (const auto& i : op.impls)
+    if (any_backend || i.backend == backend) ranked.emplace_back(i.PriorityFor(probe), &i);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = 0; i < ranked.size(); ++i) impls[i] = ranked[i].second;
 
   // The probe as each target device would see it, built once per target
   // and only when an implementation gets that far (it copies the views and
@@ -120,7 +123,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   std::vector<std::optional<KernelContext>> probes(targets.size());
   std::vector<std::string> reasons;
   int rejections = 0, unhealthy = 0;
-  for (const ImplDef* impl : impls) {
+  for (const auto& [rank, impl] : ranked) {
     DeviceWorker* best = nullptr;
     int best_load = 0;
     std::vector<std::string> why_not;
@@ -151,7 +154,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
         why_not.push_back("its buffers live on another device than " + d.device.ToString());
         continue;
       }
-      if (!probes[ti]) probes[ti] = ProbeFor(probe, w->Snapshot());
+      if (!probes[ti]) probes[ti] = ProbeFor(probe, d);
       if (auto r = impl->requires_.RejectRequest(*probes[ti])) {
         why_not.push_back(d.device.ToString() + ": " + *r);
         continue;
@@ -171,7 +174,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
     if (why_not.empty()) why_not.push_back("no device");
     reasons.push_back(impl->backend + ": " + Join(why_not, "; "));
   }
-  if (impls.empty()) reasons.push_back("no implementation");
+  if (ranked.empty()) reasons.push_back("no implementation");
   // Every candidate failed only because its device is down: that is the
   // server's state, not the request's fault, and retrying elsewhere helps.
   if (unhealthy > 0 && unhealthy == rejections)
