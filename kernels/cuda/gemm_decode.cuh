@@ -47,8 +47,14 @@ SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int ste
 Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m, int64_t n,
                  float alpha, const std::function<Status(float* partial)>& launch);
 
-// The tensor-core kernel (float16 / bfloat16, compute capability >= 8.0).
+// The tensor-core kernels (float16 / bfloat16, compute capability >= 8.0):
+// the pipelined one (gemm_decode_pipe.cu) where PipeEligible, else (or where
+// no tile configuration fits the device's shared memory) the register-window
+// one (gemm_decode_mma.cu).
 Status GemmDecodeMma(KernelContext& ctx);
+bool PipeEligible(KernelContext& ctx);
+// Sets *launched to false, launching nothing, when no configuration fits.
+Status GemmDecodePipe(KernelContext& ctx, bool* launched);
 
 // Opts `kernel` in to `want_smem` bytes of dynamic shared memory on
 // `device` (a per-device, per-kernel attribute), or to the device's

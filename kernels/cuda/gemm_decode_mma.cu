@@ -1,6 +1,10 @@
 // gemm decode kernel on tensor cores: float16 / bfloat16, M <= 32, compute
 // capability >= 8.0 (mma.sync.m16n8k16, float32 accumulation).
 //
+// Since the pipelined kernel (gemm_decode_pipe.cuh) this one runs only
+// where that cannot: a or b not 16-byte aligned, K % 8 != 0, N % 8 != 0 with
+// b [K, N], or no tile configuration fitting the shared memory.
+//
 // The FMA kernel (gemm_decode.cu) spends as long on its M * N * K float32
 // FMAs as on reading b; here the products go to the tensor cores and the
 // kernel is left with the stream over b. Block structure as there: a tile
@@ -348,6 +352,11 @@ Status MmaTyped(KernelContext& ctx) {
 }  // namespace
 
 Status GemmDecodeMma(KernelContext& ctx) {
+  if (PipeEligible(ctx)) {
+    bool launched = false;
+    KERNELD_RETURN_IF_ERROR(GemmDecodePipe(ctx, &launched));
+    if (launched) return Status::Ok();
+  }
   if (ctx.input("a").dtype == DType::kBFloat16) return MmaTyped<__nv_bfloat16>(ctx);
   return MmaTyped<__half>(ctx);
 }

@@ -57,13 +57,20 @@ std::string GemmName(const ::testing::TestParamInfo<GemmGpuTest::ParamType>& inf
 }
 
 // The decode kernel: M up to 32 (one and two row tiles), N and K with tails
-// of every kind, shapes that split K and shapes that do not.
+// of every kind, shapes that split K and shapes that do not. K % 8 == 0
+// (and N % 8 == 0 for b [K, N]) with aligned buffers takes the pipelined
+// kernel: {136, 1032} splits K five ways with a last chunk of 8 k (summed
+// by a second kernel), {2056, 1032} two ways (summed in a cluster), {8456,
+// 264} takes its wide (64-column) tiles with a column tail, {40, 8} is one
+// partial chunk; the other dims and the misaligned runs take the
+// register-window kernel.
 INSTANTIATE_TEST_SUITE_P(Decode, GemmGpuTest,
                          ::testing::Combine(::testing::Values("cuda"),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
                                             ::testing::Values(int64_t{1}, int64_t{3}, int64_t{16}, int64_t{17}, int64_t{32}),
                                             ::testing::Values(Dims{1, 1}, Dims{127, 65}, Dims{4097, 129}, Dims{31, 1023},
-                                                              Dims{256, 5000}),
+                                                              Dims{256, 5000}, Dims{136, 1032}, Dims{2056, 1032},
+                                                              Dims{8456, 264}, Dims{40, 8}),
                                             ::testing::Bool(), ::testing::Values(1.0, -0.5), ::testing::Bool()),
                          GemmName);
 
@@ -162,12 +169,19 @@ TEST(GemmGpu, FmaKernelForHalfTypesOnOlderGpus) {
 }
 
 TEST(GemmGpu, DecodeKernelIsDeterministic) {
-  std::mt19937_64 rng(2);
-  HostTensors in = GemmInputs(DType::kBFloat16, 16, 4096, 4096, false, rng);
-  OpRun r1 = RunOnCuda("gemm", in, {}, "cuda");
-  OpRun r2 = RunOnCuda("gemm", in, {}, "cuda");
-  ASSERT_TRUE(r1.status.ok() && r2.status.ok());
-  EXPECT_EQ(r1.outputs["c"].values, r2.outputs["c"].values);
+  // One split, two (N = 2056: a cluster) and five (N = 136) splits of K,
+  // both layouts.
+  for (auto [n, tb] : {std::pair<int64_t, bool>{4096, false}, {4096, true}, {2056, false}, {2056, true},
+                       {136, false}, {136, true}}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + (tb ? " transpose_b" : ""));
+    std::mt19937_64 rng(2);
+    HostTensors in = GemmInputs(DType::kBFloat16, 16, n, 4096, tb, rng);
+    AttrMap attrs = {{"transpose_b", tb}};
+    OpRun r1 = RunOnCuda("gemm", in, attrs, "cuda");
+    OpRun r2 = RunOnCuda("gemm", in, attrs, "cuda");
+    ASSERT_TRUE(r1.status.ok() && r2.status.ok());
+    EXPECT_EQ(r1.outputs["c"].values, r2.outputs["c"].values);
+  }
 }
 
 TEST(GemmGpu, DecodeKernelRefusesLargeM) {
