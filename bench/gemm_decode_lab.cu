@@ -29,13 +29,13 @@
 
 #include "cuda/gemm_decode_pipe.cuh"
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 namespace dp = kerneld::cuda::decode_pipe;
@@ -49,7 +49,8 @@ struct Shape {
 
 template <typename T>
 __global__ void ReduceKernel(const float* partial, T* c, int64_t mn, int splits, float alpha) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mn; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mn;
+       i += int64_t{gridDim.x} * blockDim.x) {
     float s = 0.0f;
     for (int k = 0; k < splits; ++k) s += partial[k * mn + i];
     c[i] = dp::detail::RoundTo<T>(alpha * s);
@@ -57,7 +58,7 @@ __global__ void ReduceKernel(const float* partial, T* c, int64_t mn, int splits,
 }
 
 int g_sms = 0;
-bool g_cluster = false;  // --cluster: splits of K summed across a cluster
+bool g_cluster = false;      // --cluster: splits of K summed across a cluster
 float* g_partial = nullptr;  // big enough for every split plan here
 constexpr size_t kPartialBytes = size_t{64} << 20;
 
@@ -70,7 +71,8 @@ struct Variant {
 };
 
 template <typename T, int MT16, bool kTransB, int TN, int KC, int STAGES>
-int LaunchPipe(const void* a, const void* b, void* c, int m, int64_t n, int64_t k, int split_mult, cudaStream_t s) {
+int LaunchPipe(const void* a, const void* b, void* c, int m, int64_t n, int64_t k, int split_mult,
+               cudaStream_t s) {
   auto kernel = dp::DecodePipeKernel<T, MT16, kTransB, TN, KC, STAGES>;
   constexpr int smem = dp::SmemBytes<kTransB, MT16, TN, KC, STAGES>();
   static_assert(smem <= 227 * 1024, "over the sm_90 shared-memory limit");
@@ -84,7 +86,8 @@ int LaunchPipe(const void* a, const void* b, void* c, int m, int64_t n, int64_t 
   const int64_t tiles = (n + TN - 1) / TN;
   const int64_t chunks = (k + KC - 1) / KC;
   // The fewest splits that put a block on 90% of the SMs, times split_mult.
-  int64_t splits = std::max<int64_t>(1, (static_cast<int64_t>(0.9 * g_sms) + tiles - 1) / tiles) * split_mult;
+  int64_t splits =
+      std::max<int64_t>(1, (static_cast<int64_t>(0.9 * g_sms) + tiles - 1) / tiles) * split_mult;
   splits = std::min(splits, chunks);
   const int cps = static_cast<int>((chunks + splits - 1) / splits);
   splits = (chunks + cps - 1) / cps;
@@ -108,17 +111,20 @@ int LaunchPipe(const void* a, const void* b, void* c, int m, int64_t n, int64_t 
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
-                          static_cast<T*>(c), static_cast<float*>(nullptr), m, n, k, cps, 1.0f, true));
+    CK(cudaLaunchKernelEx(&cfg, kernel, static_cast<const uint16_t*>(a),
+                          static_cast<const uint16_t*>(b), static_cast<T*>(c),
+                          static_cast<float*>(nullptr), m, n, k, cps, 1.0f, true));
     return static_cast<int>(splits);
   }
-  kernel<<<grid, dp::kThreads, smem, s>>>(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
-                                          static_cast<T*>(c), partial, m, n, k, cps, 1.0f, false);
+  kernel<<<grid, dp::kThreads, smem, s>>>(static_cast<const uint16_t*>(a),
+                                          static_cast<const uint16_t*>(b), static_cast<T*>(c),
+                                          partial, m, n, k, cps, 1.0f, false);
   CK(cudaGetLastError());
   if (splits > 1) {
     const int64_t mn = int64_t{m} * n;
-    ReduceKernel<T><<<static_cast<unsigned>(std::min<int64_t>((mn + 255) / 256, 4 * g_sms)), 256, 0, s>>>(
-        partial, static_cast<T*>(c), mn, static_cast<int>(splits), 1.0f);
+    ReduceKernel<T>
+        <<<static_cast<unsigned>(std::min<int64_t>((mn + 255) / 256, 4 * g_sms)), 256, 0, s>>>(
+            partial, static_cast<T*>(c), mn, static_cast<int>(splits), 1.0f);
     CK(cudaGetLastError());
   }
   return static_cast<int>(splits);
@@ -131,7 +137,8 @@ Variant MakeVariant(int split_mult) {
            (split_mult > 1 ? "_x" + std::to_string(split_mult) : "");
   v.trans_b = kTransB;
   v.split_mult = split_mult;
-  v.run = [split_mult](const void* a, const void* b, void* c, int m, int64_t n, int64_t k, cudaStream_t s) {
+  v.run = [split_mult](const void* a, const void* b, void* c, int m, int64_t n, int64_t k,
+                       cudaStream_t s) {
     return m <= 16 ? LaunchPipe<T, 1, kTransB, TN, KC, STAGES>(a, b, c, m, n, k, split_mult, s)
                    : LaunchPipe<T, 2, kTransB, TN, KC, STAGES>(a, b, c, m, n, k, split_mult, s);
   };
@@ -181,8 +188,8 @@ float FromBits(uint16_t v, bool bf16) {
 }
 
 // c = a @ b in float64 on the host, threaded over rows of n.
-std::vector<double> Reference(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, Shape s, bool tb,
-                              bool bf16) {
+std::vector<double> Reference(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b,
+                              Shape s, bool tb, bool bf16) {
   std::vector<double> af(a.size()), bfv(b.size()), c(static_cast<size_t>(s.m) * s.n);
   for (size_t i = 0; i < a.size(); ++i) af[i] = FromBits(a[i], bf16);
   for (size_t i = 0; i < b.size(); ++i) bfv[i] = FromBits(b[i], bf16);
@@ -193,7 +200,8 @@ std::vector<double> Reference(const std::vector<uint16_t>& a, const std::vector<
       for (int64_t n = th; n < s.n; n += threads)
         for (int m = 0; m < s.m; ++m) {
           double sum = 0;
-          for (int64_t k = 0; k < s.k; ++k) sum += af[m * s.k + k] * (tb ? bfv[n * s.k + k] : bfv[k * s.n + n]);
+          for (int64_t k = 0; k < s.k; ++k)
+            sum += af[m * s.k + k] * (tb ? bfv[n * s.k + k] : bfv[k * s.n + n]);
           c[m * s.n + n] = sum;
         }
     });
@@ -212,7 +220,8 @@ double Median(std::vector<double> v) {
 // write-back to DRAM (a fixed cost of several microseconds on the H100).
 __global__ void ReadFlushKernel(const uint4* p, size_t n, unsigned* sink) {
   unsigned x = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
     const uint4 v = __ldcg(p + i);
     x ^= v.x ^ v.y ^ v.z ^ v.w;
   }
@@ -233,7 +242,8 @@ double TimeUs(cudaStream_t s, int reps, void* flush, size_t flush_bytes, F&& f) 
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     if (g_read_flush) {
-      ReadFlushKernel<<<4 * g_sms, 512, 0, s>>>(static_cast<const uint4*>(flush), flush_bytes / 16, g_sink);
+      ReadFlushKernel<<<4 * g_sms, 512, 0, s>>>(static_cast<const uint4*>(flush), flush_bytes / 16,
+                                                g_sink);
       CK(cudaGetLastError());
     } else {
       CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s));
@@ -251,14 +261,16 @@ double TimeUs(cudaStream_t s, int reps, void* flush, size_t flush_bytes, F&& f) 
   return Median(t);
 }
 
-void CublasGemm(cublasHandle_t h, bool bf16, bool tb, const void* a, const void* b, void* c, Shape s) {
+void CublasGemm(cublasHandle_t h, bool bf16, bool tb, const void* a, const void* b, void* c,
+                Shape s) {
   // Row-major c = a @ op(b) is column-major c^T = op(b)^T a^T.
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType dt = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-  const cublasStatus_t st = cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.n), s.m,
-                                         static_cast<int>(s.k), &one, b, dt, static_cast<int>(tb ? s.k : s.n), a, dt,
-                                         static_cast<int>(s.k), &zero, c, dt, static_cast<int>(s.n),
-                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t st =
+      cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.n), s.m,
+                   static_cast<int>(s.k), &one, b, dt, static_cast<int>(tb ? s.k : s.n), a, dt,
+                   static_cast<int>(s.k), &zero, c, dt, static_cast<int>(s.n), CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "cublasGemmEx failed: %d\n", static_cast<int>(st));
     std::exit(1);
@@ -284,8 +296,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
-  std::printf("device: %s, %d SMs, L2 %d MiB, reps %d, L2 flushed by %s, split K %s\n", prop.name, g_sms,
-              prop.l2CacheSize >> 20, reps, g_read_flush ? "reading 2 x L2 (clean)" : "a 2 x L2 memset (dirty)",
+  std::printf("device: %s, %d SMs, L2 %d MiB, reps %d, L2 flushed by %s, split K %s\n", prop.name,
+              g_sms, prop.l2CacheSize >> 20, reps,
+              g_read_flush ? "reading 2 x L2 (clean)" : "a 2 x L2 memset (dirty)",
               g_cluster ? "summed in a cluster" : "summed by a second kernel");
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -299,10 +312,12 @@ int main(int argc, char** argv) {
   CK(cudaMemset(flush, 1, flush_bytes));
   CK(cudaMalloc(&g_sink, 4));
 
-  const std::vector<Shape> checks = {{16, 4096, 4096}, {1, 136, 264}, {5, 4104, 4104}, {17, 520, 1032},
-                                     {32, 4096, 4096}, {1, 8, 8}};
+  const std::vector<Shape> checks = {{16, 4096, 4096}, {1, 136, 264},    {5, 4104, 4104},
+                                     {17, 520, 1032},  {32, 4096, 4096}, {1, 8, 8}};
   std::vector<Shape> timed = {{16, 4096, 4096}};
-  if (!quick) timed.insert(timed.end(), {{1, 4096, 4096}, {32, 4096, 4096}, {16, 14336, 4096}, {16, 4096, 14336}});
+  if (!quick)
+    timed.insert(timed.end(),
+                 {{1, 4096, 4096}, {32, 4096, 4096}, {16, 14336, 4096}, {16, 4096, 14336}});
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<Row> table;
@@ -316,7 +331,8 @@ int main(int argc, char** argv) {
       const bool tb = tbi == 0;
       // Correctness: every variant of this layout on every check shape.
       for (const Shape& sh : checks) {
-        std::vector<uint16_t> a(static_cast<size_t>(sh.m) * sh.k), b(static_cast<size_t>(sh.n) * sh.k);
+        std::vector<uint16_t> a(static_cast<size_t>(sh.m) * sh.k),
+            b(static_cast<size_t>(sh.n) * sh.k);
         for (auto& v : a) v = ToBits(uni(rng), bf16);
         for (auto& v : b) v = ToBits(uni(rng), bf16);
         const std::vector<double> ref = Reference(a, b, sh, tb, bf16);
@@ -344,9 +360,10 @@ int main(int argc, char** argv) {
           }
           if (bad) {
             ++failures;
-            std::printf("FAIL %s %s %s %dx%ldx%ld: %ld of %zu out of tolerance, rel err %.2e\n", dname,
-                        tb ? "T" : "N", v.name.c_str(), sh.m, static_cast<long>(sh.n), static_cast<long>(sh.k),
-                        static_cast<long>(bad), ref.size(), std::sqrt(num / den));
+            std::printf("FAIL %s %s %s %dx%ldx%ld: %ld of %zu out of tolerance, rel err %.2e\n",
+                        dname, tb ? "T" : "N", v.name.c_str(), sh.m, static_cast<long>(sh.n),
+                        static_cast<long>(sh.k), static_cast<long>(bad), ref.size(),
+                        std::sqrt(num / den));
           }
         }
         CK(cudaFree(da));
@@ -356,7 +373,8 @@ int main(int argc, char** argv) {
       std::printf("checked %s %s\n", dname, tb ? "[N, K]" : "[K, N]");
       // Timing.
       for (const Shape& sh : timed) {
-        const size_t a_bytes = static_cast<size_t>(sh.m) * sh.k * 2, b_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
+        const size_t a_bytes = static_cast<size_t>(sh.m) * sh.k * 2,
+                     b_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
         std::vector<uint16_t> a(a_bytes / 2), b(b_bytes / 2);
         for (auto& v : a) v = ToBits(uni(rng), bf16);
         for (auto& v : b) v = ToBits(uni(rng), bf16);
@@ -367,17 +385,21 @@ int main(int argc, char** argv) {
         CK(cudaMalloc(&dcopy, b_bytes));
         CK(cudaMemcpy(da, a.data(), a_bytes, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(db, b.data(), b_bytes, cudaMemcpyHostToDevice));
-        const double bytes = static_cast<double>(a_bytes + b_bytes + static_cast<size_t>(sh.m) * sh.n * 2);
-        const double copy_us =
-            TimeUs(s, reps, flush, flush_bytes, [&] { CK(cudaMemcpyAsync(dcopy, db, b_bytes, cudaMemcpyDeviceToDevice, s)); });
+        const double bytes =
+            static_cast<double>(a_bytes + b_bytes + static_cast<size_t>(sh.m) * sh.n * 2);
+        const double copy_us = TimeUs(s, reps, flush, flush_bytes, [&] {
+          CK(cudaMemcpyAsync(dcopy, db, b_bytes, cudaMemcpyDeviceToDevice, s));
+        });
         const double copy_gbs = 2.0 * b_bytes / copy_us / 1e3;  // read + write
-        const double cublas_us = TimeUs(s, reps, flush, flush_bytes, [&] { CublasGemm(h, bf16, tb, da, db, dc, sh); });
+        const double cublas_us =
+            TimeUs(s, reps, flush, flush_bytes, [&] { CublasGemm(h, bf16, tb, da, db, dc, sh); });
         char shape[64];
-        std::snprintf(shape, sizeof shape, "%dx%ldx%ld%s", sh.m, static_cast<long>(sh.n), static_cast<long>(sh.k),
-                      tb ? "T" : "");
+        std::snprintf(shape, sizeof shape, "%dx%ldx%ld%s", sh.m, static_cast<long>(sh.n),
+                      static_cast<long>(sh.k), tb ? "T" : "");
         auto add = [&](const std::string& impl, double us) {
           const double gbs = bytes / us / 1e3;
-          table.push_back({std::string(dname) + " " + shape + " " + impl, us, gbs, gbs / copy_gbs, cublas_us / us});
+          table.push_back({std::string(dname) + " " + shape + " " + impl, us, gbs, gbs / copy_gbs,
+                           cublas_us / us});
         };
         add("copy(b) " + std::to_string(static_cast<int>(copy_gbs)) + "GB/s", copy_us);
         add("empty kernel", TimeUs(s, reps, flush, flush_bytes, [&] {
@@ -385,14 +407,16 @@ int main(int argc, char** argv) {
               CK(cudaGetLastError());
             }));
         add("read(b) kernel", TimeUs(s, reps, flush, flush_bytes, [&] {
-              ReadFlushKernel<<<4 * g_sms, 512, 0, s>>>(static_cast<const uint4*>(db), b_bytes / 16, g_sink);
+              ReadFlushKernel<<<4 * g_sms, 512, 0, s>>>(static_cast<const uint4*>(db), b_bytes / 16,
+                                                        g_sink);
               CK(cudaGetLastError());
             }));
         add("cublas", cublas_us);
         for (const Variant& v : variants) {
           if (v.trans_b != tb) continue;
           int splits = 1;
-          const double us = TimeUs(s, reps, flush, flush_bytes, [&] { splits = v.run(da, db, dc, sh.m, sh.n, sh.k, s); });
+          const double us = TimeUs(s, reps, flush, flush_bytes,
+                                   [&] { splits = v.run(da, db, dc, sh.m, sh.n, sh.k, s); });
           add(v.name + " s" + std::to_string(splits), us);
         }
         CK(cudaFree(da));
@@ -404,7 +428,8 @@ int main(int argc, char** argv) {
   }
   std::printf("\n%-52s %9s %8s %7s %9s\n", "dtype shape impl", "us", "GB/s", "x copy", "x cublas");
   for (const Row& r : table)
-    std::printf("%-52s %9.1f %8.0f %7.2f %9.2f\n", r.what.c_str(), r.us, r.gbs, r.x_copy, r.x_cublas);
+    std::printf("%-52s %9.1f %8.0f %7.2f %9.2f\n", r.what.c_str(), r.us, r.gbs, r.x_copy,
+                r.x_cublas);
   std::printf("%s: %d variant/shape checks failed\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }

@@ -5,8 +5,11 @@
 // to a reference measured in the same run: a device-to-device copy of the
 // same bytes (memory-bound ops) or cuBLAS (gemm).
 //
-//   build/bench/kernel_bench [--flush-l2 | --flush-l2-clean] [--reps N] [--ops a,b] [--shapes decode,mid,large]
+//   build/bench/kernel_bench [--flush-l2 | --flush-l2-clean] [--reps N] [--ops a,b] [--shapes
+//   decode,mid,large]
+//                            [--dtypes float16,...] [--gemm-shapes 16x4096x4096T,...]
 //
+// --gemm-shapes replaces the gemm shapes (MxNxK, T: transpose_b, b [N, K]).
 // --flush-l2 writes 2 x L2 before each run (leaving dirty lines whose
 // write-back the timed kernel pays for); --flush-l2-clean reads 2 x L2.
 // Decode-shape gemm rows also give the time of a kernel that only reads b,
@@ -31,13 +34,13 @@ using namespace kerneld;
 
 namespace {
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 __device__ uint32_t Hash(uint64_t i, uint32_t seed) {
@@ -49,16 +52,29 @@ __device__ uint32_t Hash(uint64_t i, uint32_t seed) {
 
 // Random data on the device (never zeros): uniform in [lo, hi) for floats,
 // i % mod for integers.
-__global__ void Fill(void* p, int64_t n, int dtype, uint32_t seed, float lo, float hi, int64_t mod) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+__global__ void Fill(void* p, int64_t n, int dtype, uint32_t seed, float lo, float hi,
+                     int64_t mod) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     float u = lo + (hi - lo) * (Hash(i, seed) >> 8) * (1.0f / 16777216.0f);
     switch (dtype) {
-      case 1: static_cast<__half*>(p)[i] = __float2half_rn(u); break;
-      case 2: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(u); break;
-      case 3: static_cast<float*>(p)[i] = u; break;
-      case 7: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(Hash(i, seed) % mod); break;
-      case 8: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(Hash(i, seed) % mod); break;
-      default: break;
+      case 1:
+        static_cast<__half*>(p)[i] = __float2half_rn(u);
+        break;
+      case 2:
+        static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(u);
+        break;
+      case 3:
+        static_cast<float*>(p)[i] = u;
+        break;
+      case 7:
+        static_cast<int32_t*>(p)[i] = static_cast<int32_t>(Hash(i, seed) % mod);
+        break;
+      case 8:
+        static_cast<int64_t*>(p)[i] = static_cast<int64_t>(Hash(i, seed) % mod);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -74,8 +90,11 @@ std::map<std::string, Shape> InputShapes(const std::string& op, int64_t t, int64
   if (op == "fused_add_rmsnorm") return {{"x", {t, h}}, {"residual", {t, h}}, {"weight", {h}}};
   if (op == "layernorm") return {{"x", {t, h}}, {"gamma", {h}}, {"beta", {h}}};
   if (op == "add") return {{"a", {t, h}}, {"b", {t, h}}};
-  if (op == "rope") return {{"q", {t, h / 128, 128}}, {"k", {t, std::max<int64_t>(1, h / 512), 128}},
-                            {"positions", {t}}, {"cos_sin_cache", {8192, 128}}};
+  if (op == "rope")
+    return {{"q", {t, h / 128, 128}},
+            {"k", {t, std::max<int64_t>(1, h / 512), 128}},
+            {"positions", {t}},
+            {"cos_sin_cache", {8192, 128}}};
   if (op == "softmax") return {{"logits", {t, h}}};
   if (op == "top_k_top_p_sampling") return {{"probs", {t, h}}};
   return {{"x", {t, h}}};  // scale, *_and_mul
@@ -83,20 +102,25 @@ std::map<std::string, Shape> InputShapes(const std::string& op, int64_t t, int64
 
 AttrMap Attrs(const std::string& op) {
   if (op == "scale") return {{"factor", 1.5}};
-  if (op == "top_k_top_p_sampling") return {{"top_k", int64_t{50}}, {"top_p", 0.9}, {"seed", int64_t{1}}};
+  if (op == "top_k_top_p_sampling")
+    return {{"top_k", int64_t{50}}, {"top_p", 0.9}, {"seed", int64_t{1}}};
   return {};
 }
 
 struct Timer {
   cudaEvent_t a, b;
-  Timer() { CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b)); }
+  Timer() {
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+  }
 };
 
 // Reads n 16-byte words (and nothing else): the L2 flush that leaves no
 // dirty lines behind, and the floor for a kernel that must read them.
 __global__ void ReadKernel(const uint4* p, size_t n, unsigned* sink) {
   unsigned x = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
     const uint4 v = __ldcg(p + i);
     x ^= v.x ^ v.y ^ v.z ^ v.w;
   }
@@ -144,18 +168,34 @@ double MedianMs(cudaStream_t s, int reps, void* flush, size_t flush_bytes, F&& f
 int main(int argc, char** argv) {
   bool flush_l2 = false;
   int reps = 50;
-  std::set<std::string> only_ops, only_shapes;
+  std::set<std::string> only_ops, only_shapes, only_dtypes, gemm_shapes;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto list = [&](std::set<std::string>* out) {
       std::stringstream ss(argv[++i]);
       for (std::string x; std::getline(ss, x, ',');) out->insert(x);
     };
-    if (a == "--flush-l2") flush_l2 = true, g_flush = Flush::kDirty;
-    else if (a == "--flush-l2-clean") flush_l2 = true, g_flush = Flush::kClean;
-    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (a == "--ops" && i + 1 < argc) list(&only_ops);
-    else if (a == "--shapes" && i + 1 < argc) list(&only_shapes);
+    if (a == "--flush-l2")
+      flush_l2 = true, g_flush = Flush::kDirty;
+    else if (a == "--flush-l2-clean")
+      flush_l2 = true, g_flush = Flush::kClean;
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--ops" && i + 1 < argc)
+      list(&only_ops);
+    else if (a == "--shapes" && i + 1 < argc)
+      list(&only_shapes);
+    else if (a == "--dtypes" && i + 1 < argc)
+      list(&only_dtypes);
+    else if (a == "--gemm-shapes" && i + 1 < argc)
+      list(&gemm_shapes);
+    else {
+      std::fprintf(stderr,
+                   "kernel_bench: unknown or incomplete argument '%s' (see the comment at the top "
+                   "of kernel_bench.cu)\n",
+                   a.c_str());
+      return 2;
+    }
   }
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -173,7 +213,7 @@ int main(int argc, char** argv) {
   g_sms = prop.multiProcessorCount;
   std::printf("device: %s, %d SMs, L2 %d MiB, %s\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20,
-              g_flush == Flush::kDirty   ? "L2 flushed between runs by a 2 x L2 memset (dirty lines)"
+              g_flush == Flush::kDirty ? "L2 flushed between runs by a 2 x L2 memset (dirty lines)"
               : g_flush == Flush::kClean ? "L2 flushed between runs by reading 2 x L2 (clean)"
                                          : "L2 warm");
   cudaStream_t s;
@@ -187,12 +227,13 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&g_sink, sizeof(unsigned)));
 
   const ShapeSet shapes[] = {{"decode", 16, 4096}, {"mid", 4096, 4096}, {"large", 32768, 8192}};
-  std::printf("%-22s %-9s %-7s %-8s %10s %10s %10s %8s\n", "op", "dtype", "shape", "impl", "us", "GB/s",
-              "copy GB/s", "vs copy");
+  std::printf("%-22s %-9s %-7s %-8s %10s %10s %10s %8s\n", "op", "dtype", "shape", "impl", "us",
+              "GB/s", "copy GB/s", "vs copy");
   for (const OpDef* op : OpRegistry::Global().List()) {
     if (op->test_only() || op->name == "gemm") continue;
     if (!only_ops.empty() && !only_ops.count(op->name)) continue;
     for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
+      if (!only_dtypes.empty() && !only_dtypes.count(std::string(DTypeName(dt)))) continue;
       for (const ShapeSet& ss : shapes) {
         if (!only_shapes.empty() && !only_shapes.count(ss.name)) continue;
         KernelContext ctx;
@@ -209,14 +250,22 @@ int main(int argc, char** argv) {
           TensorView& v = ctx.inputs[i];
           v.device = dev.device;
           v.dtype = in.dtypes.Contains(dt) ? dt : DType::kInvalid;
-          if (v.dtype == DType::kInvalid) in.dtypes.ForEach([&](DType d) { if (v.dtype == DType::kInvalid) v.dtype = d; });
-          if (!shp.count(in.name)) { skip = true; break; }
+          if (v.dtype == DType::kInvalid)
+            in.dtypes.ForEach([&](DType d) {
+              if (v.dtype == DType::kInvalid) v.dtype = d;
+            });
+          if (!shp.count(in.name)) {
+            skip = true;
+            break;
+          }
           v.shape = shp[in.name];
           CK(cudaMalloc(&v.data, static_cast<size_t>(v.nbytes())));
           allocs.push_back(v.data);
           float lo = -1, hi = 1;
-          if (op->name == "top_k_top_p_sampling") lo = 0.5f / static_cast<float>(ss.hidden), hi = 1.5f / static_cast<float>(ss.hidden);
-          Fill<<<1024, 256, 0, s>>>(v.data, v.numel(), static_cast<int>(v.dtype), static_cast<uint32_t>(i + 1), lo, hi, 8192);
+          if (op->name == "top_k_top_p_sampling")
+            lo = 0.5f / static_cast<float>(ss.hidden), hi = 1.5f / static_cast<float>(ss.hidden);
+          Fill<<<1024, 256, 0, s>>>(v.data, v.numel(), static_cast<int>(v.dtype),
+                                    static_cast<uint32_t>(i + 1), lo, hi, 8192);
           CK(cudaGetLastError());
         }
         if (skip || ctx.inputs[0].dtype != dt) {
@@ -269,8 +318,8 @@ int main(int argc, char** argv) {
           CK(cudaStreamSynchronize(s));
           const double gbs = static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
           std::printf("%-22s %-9s %-7s %-8s %10.1f %10.0f %10.0f %8.2f%s\n", op->name.c_str(),
-                      std::string(DTypeName(dt)).c_str(), ss.name, impl.backend.c_str(), ms * 1e3, gbs,
-                      copy_gbs, gbs / copy_gbs, failed ? "  (impl returned an error)" : "");
+                      std::string(DTypeName(dt)).c_str(), ss.name, impl.backend.c_str(), ms * 1e3,
+                      gbs, copy_gbs, gbs / copy_gbs, failed ? "  (impl returned an error)" : "");
         }
         for (void* p : allocs) cudaFree(p);
       }
@@ -280,11 +329,31 @@ int main(int argc, char** argv) {
   // GEMM: TFLOP/s and the ratio to the cublas impl in the same run.
   const OpDef* gemm = OpRegistry::Global().Find("gemm");
   if (gemm && (only_ops.empty() || only_ops.count("gemm"))) {
-    struct G { int64_t m, n, k; bool tb; };
-    for (G g : {G{8192, 8192, 8192, false}, G{16, 4096, 4096, true}, G{16, 4096, 4096, false},
-                G{1, 4096, 4096, true}, G{32, 4096, 4096, true}, G{1, 4096, 4096, false},
-                G{32, 4096, 4096, false}, G{16, 14336, 4096, false}, G{16, 4096, 14336, false}}) {
+    struct G {
+      int64_t m, n, k;
+      bool tb;
+    };
+    std::vector<G> shapes = {
+        G{8192, 8192, 8192, false}, G{16, 4096, 4096, true},   G{16, 4096, 4096, false},
+        G{1, 4096, 4096, true},     G{32, 4096, 4096, true},   G{1, 4096, 4096, false},
+        G{32, 4096, 4096, false},   G{16, 14336, 4096, false}, G{16, 4096, 14336, false}};
+    if (!gemm_shapes.empty()) {
+      shapes.clear();
+      for (const std::string& x : gemm_shapes) {
+        long long m = 0, n = 0, k = 0;
+        char t = 0;
+        const int got = std::sscanf(x.c_str(), "%lldx%lldx%lld%c", &m, &n, &k, &t);
+        if (got < 3 || m <= 0 || n <= 0 || k <= 0 || (got == 4 && t != 'T')) {
+          std::fprintf(stderr, "kernel_bench: --gemm-shapes wants MxNxK or MxNxKT, got '%s'\n",
+                       x.c_str());
+          return 2;
+        }
+        shapes.push_back(G{m, n, k, got == 4});
+      }
+    }
+    for (G g : shapes) {
       for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+        if (!only_dtypes.empty() && !only_dtypes.count(std::string(DTypeName(dt)))) continue;
         KernelContext ctx;
         ctx.op = gemm;
         ctx.device = dev;
@@ -311,7 +380,9 @@ int main(int argc, char** argv) {
           const double t = MedianMs(s, g.m >= 4096 ? 10 : reps, flush, flush_bytes, [&] {
             if (!failed) {
               Status st = impl.fn(ctx);
-              if (!st.ok()) failed = true, std::printf("gemm %s: %s\n", impl.backend.c_str(), st.ToString().c_str());
+              if (!st.ok())
+                failed = true,
+                std::printf("gemm %s: %s\n", impl.backend.c_str(), st.ToString().c_str());
             }
           });
           if (!failed) ms[impl.backend] = t;  // a failed launch takes no time: never report it
@@ -324,13 +395,14 @@ int main(int argc, char** argv) {
         });
         for (const auto& [backend, t] : ms) {
           const double tflops = 2.0 * static_cast<double>(g.m * g.n * g.k) / (t * 1e-3) / 1e12;
-          const double gbs = static_cast<double>(a.nbytes() + b.nbytes() + c.nbytes()) / (t * 1e-3) / 1e9;
+          const double gbs =
+              static_cast<double>(a.nbytes() + b.nbytes() + c.nbytes()) / (t * 1e-3) / 1e9;
           char shape[64];
           std::snprintf(shape, sizeof shape, "%lldx%lldx%lld%s", static_cast<long long>(g.m),
                         static_cast<long long>(g.n), static_cast<long long>(g.k), g.tb ? "T" : "");
-          std::printf("%-22s %-9s %-16s %-8s %10.1f us %8.1f TFLOP/s %7.0f GB/s  vs cublas %.2f", "gemm",
-                      std::string(DTypeName(dt)).c_str(), shape, backend.c_str(), t * 1e3, tflops, gbs,
-                      ref > 0 ? ref / t : 0.0);
+          std::printf("%-22s %-9s %-16s %-8s %10.1f us %8.1f TFLOP/s %7.0f GB/s  vs cublas %.2f",
+                      "gemm", std::string(DTypeName(dt)).c_str(), shape, backend.c_str(), t * 1e3,
+                      tflops, gbs, ref > 0 ? ref / t : 0.0);
           if (read_ms > 0) std::printf("  vs read(b) %.1f us: %.2f", read_ms * 1e3, read_ms / t);
           std::printf("\n");
         }

@@ -112,10 +112,14 @@ v1::AttrValue ParseAttr(const std::string& v) {
 
 kerneld::AttrValue ToAttr(const v1::AttrValue& a) {
   switch (a.value_case()) {
-    case v1::AttrValue::kF: return a.f();
-    case v1::AttrValue::kI: return static_cast<int64_t>(a.i());
-    case v1::AttrValue::kB: return a.b();
-    default: return a.s();
+    case v1::AttrValue::kF:
+      return a.f();
+    case v1::AttrValue::kI:
+      return static_cast<int64_t>(a.i());
+    case v1::AttrValue::kB:
+      return a.b();
+    default:
+      return a.s();
   }
 }
 
@@ -126,10 +130,12 @@ int Info(KernelClient& c) {
   std::printf("cuda runtime %d, driver %d%s%s\n", r.cuda_runtime_version(), r.cuda_driver_version(),
               r.cuda_status().empty() ? "" : " - ", r.cuda_status().c_str());
   for (const auto& d : r.devices()) {
-    std::printf("device %-8s %-5s %s", d.id().c_str(), d.healthy() ? "ok" : "DOWN", d.name().c_str());
+    std::printf("device %-8s %-5s %s", d.id().c_str(), d.healthy() ? "ok" : "DOWN",
+                d.name().c_str());
     if (d.kind() == "cuda")
-      std::printf(" sm_%d%d %d SMs %.1f GiB %s", d.compute_capability_major(), d.compute_capability_minor(),
-                  d.sm_count(), static_cast<double>(d.total_memory_bytes()) / (1 << 30), d.uuid().c_str());
+      std::printf(" sm_%d%d %d SMs %.1f GiB %s", d.compute_capability_major(),
+                  d.compute_capability_minor(), d.sm_count(),
+                  static_cast<double>(d.total_memory_bytes()) / (1 << 30), d.uuid().c_str());
     std::printf("\n");
   }
   std::printf("backends:");
@@ -146,20 +152,25 @@ int List(KernelClient& c, const std::string& name) {
     for (const auto& i : k.inputs()) {
       std::printf("  in  %-14s %s {", i.name().c_str(), i.shape().c_str());
       for (int j = 0; j < i.dtypes_size(); ++j)
-        std::printf("%s%s", j ? ", " : "", std::string(kerneld::DTypeName(static_cast<kerneld::DType>(i.dtypes(j)))).c_str());
+        std::printf(
+            "%s%s", j ? ", " : "",
+            std::string(kerneld::DTypeName(static_cast<kerneld::DType>(i.dtypes(j)))).c_str());
       std::printf("}\n");
     }
     for (const auto& o : k.outputs())
       std::printf("  out %-14s %s%s%s\n", o.name().c_str(), o.shape().c_str(),
                   o.in_place_of().empty() ? "" : ", in place of ", o.in_place_of().c_str());
     for (const auto& a : k.attrs())
-      std::printf("  attr %-13s %s%s %s\n", a.name().c_str(), a.type().c_str(), a.required() ? " (required)" : "",
-                  a.doc().c_str());
+      std::printf("  attr %-13s %s%s %s\n", a.name().c_str(), a.type().c_str(),
+                  a.required() ? " (required)" : "", a.doc().c_str());
     for (const auto& im : k.implementations()) {
-      std::printf("  impl %-13s %s:", im.backend().c_str(), im.requirements().c_str());
+      std::printf("  impl %-13s priority %d, %s:", im.backend().c_str(), im.priority(),
+                  im.requirements().c_str());
       for (const auto& d : im.devices())
-        std::printf(" %s=%s", d.device().c_str(), d.eligible() ? "eligible" : ("no (" + d.reason() + ")").c_str());
+        std::printf(" %s=%s", d.device().c_str(),
+                    d.eligible() ? "eligible" : ("no (" + d.reason() + ")").c_str());
       std::printf("\n");
+      if (!im.priority_note().empty()) std::printf("    %s\n", im.priority_note().c_str());
     }
   }
   return 0;
@@ -209,7 +220,8 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
   if (via != "inline" && via != "shm" && via != "ipc" && via != "server-buffer")
     return std::fprintf(stderr, "kernelctl: --via is inline, shm, ipc or server-buffer\n"), 2;
   std::mt19937_64 rng(std::strtoull(Flag(args, "--seed", "1").c_str(), nullptr, 10));
-  if (!args.empty()) return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
+  if (!args.empty())
+    return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
 
   // Input names come from the server's schema.
   v1::ListKernelsResponse lk;
@@ -241,8 +253,10 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };
     uint64_t total = 0;
     std::map<std::string, uint64_t> in_off, out_off;
-    for (const auto& [name, t] : req.inputs()) in_off[name] = total, total = align(total + t.inline_data().size());
-    for (const auto& [name, t] : resp.outputs()) out_off[name] = total, total = align(total + t.inline_data().size());
+    for (const auto& [name, t] : req.inputs())
+      in_off[name] = total, total = align(total + t.inline_data().size());
+    for (const auto& [name, t] : resp.outputs())
+      out_off[name] = total, total = align(total + t.inline_data().size());
     total = std::max<uint64_t>(total, 256);
     const auto reg0 = std::chrono::steady_clock::now();
     if (via == "shm") {
@@ -260,18 +274,21 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     if (!buf->status().ok()) return Fail(buf->status());
     // Allocation + handle export/open + the Register/Allocate RPC: the
     // one-time cost a client pays before its zero-copy requests.
-    std::printf("%s buffer of %llu bytes ready in %.1f us (allocate + register, once)\n", via.c_str(),
-                static_cast<unsigned long long>(total),
-                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - reg0).count());
+    std::printf(
+        "%s buffer of %llu bytes ready in %.1f us (allocate + register, once)\n", via.c_str(),
+        static_cast<unsigned long long>(total),
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - reg0).count());
     for (auto& [name, t] : *req.mutable_inputs()) {
       const std::string& bytes = t.inline_data();
       if (via == "shm") {
-        std::memcpy(static_cast<SharedMemoryBuffer*>(buf.get())->data() + in_off[name], bytes.data(), bytes.size());
+        std::memcpy(static_cast<SharedMemoryBuffer*>(buf.get())->data() + in_off[name],
+                    bytes.data(), bytes.size());
       } else {
 #ifdef KERNELD_WITH_CUDA
         void* base = via == "ipc" ? static_cast<CudaIpcBuffer*>(buf.get())->data()
                                   : static_cast<ServerBuffer*>(buf.get())->data();
-        cudaMemcpy(static_cast<char*>(base) + in_off[name], bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+        cudaMemcpy(static_cast<char*>(base) + in_off[name], bytes.data(), bytes.size(),
+                   cudaMemcpyHostToDevice);
 #endif
       }
       std::vector<int64_t> shp(t.shape().begin(), t.shape().end());
@@ -284,7 +301,8 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
         if (k.name() == name && !k.in_place_of().empty()) in_place = true;
       if (in_place) continue;  // written into its input's buffer
       std::vector<int64_t> shp(t.shape().begin(), t.shape().end());
-      (*req.mutable_outputs())[name] = buf->Tensor(static_cast<kerneld::DType>(t.dtype()), shp, out_off[name]);
+      (*req.mutable_outputs())[name] =
+          buf->Tensor(static_cast<kerneld::DType>(t.dtype()), shp, out_off[name]);
     }
   }
   // Reads an output that came back as a buffer reference.
@@ -292,15 +310,19 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     if (!t->has_buffer() || !buf) return;
     int64_t n = 1;
     for (int64_t d : t->shape()) n *= d;
-    std::string bytes(static_cast<size_t>(n) * kerneld::ItemSize(static_cast<kerneld::DType>(t->dtype())), '\0');
+    std::string bytes(
+        static_cast<size_t>(n) * kerneld::ItemSize(static_cast<kerneld::DType>(t->dtype())), '\0');
     if (via == "shm") {
-      std::memcpy(bytes.data(), static_cast<SharedMemoryBuffer*>(buf.get())->data() + t->buffer().offset(), bytes.size());
+      std::memcpy(bytes.data(),
+                  static_cast<SharedMemoryBuffer*>(buf.get())->data() + t->buffer().offset(),
+                  bytes.size());
     } else {
 #ifdef KERNELD_WITH_CUDA
       cudaDeviceSynchronize();
       void* base = via == "ipc" ? static_cast<CudaIpcBuffer*>(buf.get())->data()
                                 : static_cast<ServerBuffer*>(buf.get())->data();
-      cudaMemcpy(bytes.data(), static_cast<char*>(base) + t->buffer().offset(), bytes.size(), cudaMemcpyDeviceToHost);
+      cudaMemcpy(bytes.data(), static_cast<char*>(base) + t->buffer().offset(), bytes.size(),
+                 cudaMemcpyDeviceToHost);
 #endif
     }
     t->set_inline_data(bytes);
@@ -313,7 +335,9 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
       v1::ExecuteResponse r;
       while (s->Receive(&r)) {
         size_t id = std::stoul(r.request_id());
-        lat_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent[id]).count());
+        lat_us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent[id])
+                .count());
         note_info(r);
         resp = r;
       }
@@ -334,14 +358,18 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     for (int i = 0; i < repeat; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       if (auto st = c.Execute(req, &resp); !st.ok()) return Fail(st);
-      lat_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      lat_us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       note_info(resp);
     }
   }
-  std::printf("%s on %s/%s: server execute %.1f us, total %.1f us; client p50 %.1f us p99 %.1f us (n=%zu)\n",
-              op.c_str(), resp.info().backend().c_str(), resp.info().device().c_str(),
-              static_cast<double>(resp.info().execute_ns()) / 1e3, static_cast<double>(resp.info().total_ns()) / 1e3,
-              Percentile(lat_us, 0.5), Percentile(lat_us, 0.99), lat_us.size());
+  std::printf(
+      "%s on %s/%s: server execute %.1f us, total %.1f us; client p50 %.1f us p99 %.1f us "
+      "(n=%zu)\n",
+      op.c_str(), resp.info().backend().c_str(), resp.info().device().c_str(),
+      static_cast<double>(resp.info().execute_ns()) / 1e3,
+      static_cast<double>(resp.info().total_ns()) / 1e3, Percentile(lat_us, 0.5),
+      Percentile(lat_us, 0.99), lat_us.size());
   std::printf("server p50: queue %.1f us, execute %.1f us, total %.1f us (arrival to completion)\n",
               Percentile(queue_us, 0.5), Percentile(exec_us, 0.5), Percentile(total_us, 0.5));
   if (!check) return 0;
@@ -349,12 +377,15 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     bool in_place_op = false;
     for (const auto& k : lk.kernels(0).outputs()) in_place_op |= !k.in_place_of().empty();
     if (in_place_op)
-      return std::fprintf(stderr, "kernelctl: --check of an in-place op via a buffer needs --repeat 1\n"), 2;
+      return std::fprintf(stderr,
+                          "kernelctl: --check of an in-place op via a buffer needs --repeat 1\n"),
+             2;
   }
   for (auto& [name, t] : *resp.mutable_outputs()) fetch(&t);
   HostTensors ref;
   std::string err;
-  if (!Reference(op, inputs, attrs, &ref, &err)) return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
+  if (!Reference(op, inputs, attrs, &ref, &err))
+    return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
   bool ok = true;
   for (const auto& [name, want] : ref) {
     HostTensor got;
@@ -367,9 +398,10 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     double rtol, atol;
     Tolerance(got.dtype, &rtol, &atol);
     Comparison cmp = Compare(got.values, want.values, rtol, atol);
-    std::printf("check %s: max abs err %.3g, max rel err %.3g, %lld of %zu outside rtol=%g atol=%g: %s\n",
-                name.c_str(), cmp.max_abs_err, cmp.max_rel_err, static_cast<long long>(cmp.mismatches),
-                want.values.size(), rtol, atol, cmp.mismatches == 0 ? "PASS" : "FAIL");
+    std::printf(
+        "check %s: max abs err %.3g, max rel err %.3g, %lld of %zu outside rtol=%g atol=%g: %s\n",
+        name.c_str(), cmp.max_abs_err, cmp.max_rel_err, static_cast<long long>(cmp.mismatches),
+        want.values.size(), rtol, atol, cmp.mismatches == 0 ? "PASS" : "FAIL");
     ok = ok && cmp.mismatches == 0;
   }
   return ok ? 0 : 1;
@@ -404,25 +436,29 @@ int main(int argc, char** argv) {
     ReplayOptions opt;
     opt.concurrency = std::atoi(Flag(args, "--concurrency", "4").c_str());
     opt.speed = std::strtod(Flag(args, "--speed", "0").c_str(), nullptr);
-    if (!args.empty()) return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
+    if (!args.empty())
+      return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
     std::map<std::string, OpReplayStats> stats;
     double secs = 0;
     std::string err;
-    if (!Replay(c, path, opt, &stats, &secs, &err)) return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
-    std::printf("%-22s %7s %9s %9s %9s %9s %11s %11s  %s\n", "op", "sent", "req/s", "p50 us", "p90 us", "p99 us",
-                "rec p50 us", "rec p99 us", "codes");
+    if (!Replay(c, path, opt, &stats, &secs, &err))
+      return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
+    std::printf("%-22s %7s %9s %9s %9s %9s %11s %11s  %s\n", "op", "sent", "req/s", "p50 us",
+                "p90 us", "p99 us", "rec p50 us", "rec p99 us", "codes");
     int64_t total = 0;
     for (auto& [op, s] : stats) {
       std::string codes;
       for (const auto& [code, n] : s.codes) codes += code + "=" + std::to_string(n) + " ";
       std::printf("%-22s %7lld %9.0f %9.1f %9.1f %9.1f %11.1f %11.1f  %s\n", op.c_str(),
-                  static_cast<long long>(s.sent), static_cast<double>(s.sent) / secs, Percentile(s.latency_us, 0.5),
-                  Percentile(s.latency_us, 0.9), Percentile(s.latency_us, 0.99), Percentile(s.recorded_us, 0.5),
+                  static_cast<long long>(s.sent), static_cast<double>(s.sent) / secs,
+                  Percentile(s.latency_us, 0.5), Percentile(s.latency_us, 0.9),
+                  Percentile(s.latency_us, 0.99), Percentile(s.recorded_us, 0.5),
                   Percentile(s.recorded_us, 0.99), codes.c_str());
       total += s.sent;
     }
-    std::printf("replayed %lld requests in %.3f s (%.0f req/s, concurrency %d)\n", static_cast<long long>(total),
-                secs, static_cast<double>(total) / secs, opt.concurrency);
+    std::printf("replayed %lld requests in %.3f s (%.0f req/s, concurrency %d)\n",
+                static_cast<long long>(total), secs, static_cast<double>(total) / secs,
+                opt.concurrency);
     return 0;
   }
   if (cmd == "run") {

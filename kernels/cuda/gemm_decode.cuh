@@ -17,9 +17,9 @@
 
 namespace kerneld::cuda::decode_gemm {
 
-inline constexpr int kWarps = 8;                 // per block; they split the block's slab of K
+inline constexpr int kWarps = 8;  // per block; they split the block's slab of K
 inline constexpr int kThreads = kWarps * 32;
-inline constexpr int kSmemBytes = 64 * 1024;     // the a slab (and the epilogue), FMA kernel
+inline constexpr int kSmemBytes = 64 * 1024;  // the a slab (and the epilogue), FMA kernel
 // The tensor-core kernel's (clamped to the device's limit: 227 KiB on
 // sm_90, 163 KiB on sm_80, 99 KiB on sm_86/89): a 16-row slab of up to 6144
 // k, so that K = 4096 needs no split. Measured on the H100 at 16 x 4096 x
@@ -38,14 +38,14 @@ struct SplitPlan {
 // Enough splits for the slab to fit `max_slab`, more while the column tiles
 // alone leave resident-block slots idle; a warp's share is a whole number of
 // `step_k` steps.
-SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int step_k, int64_t max_slab,
-                     int blocks_per_sm);
+SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int step_k,
+                     int64_t max_slab, int blocks_per_sm);
 
 // Runs launch(partial): partial is null for one split (the kernel writes c),
 // else a float32 [splits, M, N] workspace that is then summed in split
 // order, scaled by alpha and rounded into c.
-Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m, int64_t n,
-                 float alpha, const std::function<Status(float* partial)>& launch);
+Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m,
+                 int64_t n, float alpha, const std::function<Status(float* partial)>& launch);
 
 // The tensor-core kernels (float16 / bfloat16, compute capability >= 8.0):
 // the pipelined one (gemm_decode_pipe.cu) where PipeEligible, else (or where
@@ -64,7 +64,8 @@ Status GemmDecodePipe(KernelContext& ctx, bool* launched);
 // keyed by the type alone would opt in only the first of them and the
 // others would fail to launch (invalid argument).
 template <typename Kernel>
-Status PrepareKernel(Kernel kernel, int device, int want_smem, int* blocks_per_sm, int* smem_bytes) {
+Status PrepareKernel(Kernel kernel, int device, int want_smem, int* blocks_per_sm,
+                     int* smem_bytes) {
   static std::mutex mu;
   static std::map<std::pair<const void*, int>, std::pair<int, int>> cached;  // -> (blocks, smem)
   const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
@@ -72,17 +73,21 @@ Status PrepareKernel(Kernel kernel, int device, int want_smem, int* blocks_per_s
   auto it = cached.find(key);
   if (it == cached.end()) {
     int limit = 0;
-    KERNELD_RETURN_IF_ERROR(CudaStatus(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-                                       "gemm: shared memory limit"));
+    KERNELD_RETURN_IF_ERROR(
+        CudaStatus(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                   "gemm: shared memory limit"));
     const int smem = std::min(want_smem, limit);
     // The attribute applies to the current device: set it on `device`.
     int current = -1;
     KERNELD_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&current), "gemm: cudaGetDevice"));
-    if (current != device) KERNELD_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "gemm: cudaSetDevice"));
+    if (current != device)
+      KERNELD_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "gemm: cudaSetDevice"));
     int bps = 0;
     const Status opt_in =
-        CudaStatus(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "gemm: smem opt-in");
-    const Status st = opt_in.ok() ? CudaStatus(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, kThreads, smem),
+        CudaStatus(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                   "gemm: smem opt-in");
+    const Status st = opt_in.ok() ? CudaStatus(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                                   &bps, kernel, kThreads, smem),
                                                "gemm: occupancy")
                                   : opt_in;
     if (current != device) (void)cudaSetDevice(current);  // best effort: st says what failed

@@ -59,12 +59,13 @@ constexpr int kPad = kTransB ? 32 : 8;
 
 // d += a b for one m16n8k16 tile; T picks the bf16 or f16 instruction.
 template <typename T>
-__device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
+__device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -119,8 +120,8 @@ struct Stage {
 // One warp step of b for this lane. `k` is the step's first k (k_total past
 // the last step: loads nothing); `k_end` the warp's end.
 template <bool kTransB, bool kVec>
-__device__ __forceinline__ Stage LoadStage(const uint16_t* b, int64_t n_total, int64_t k_total, int64_t k,
-                                           int64_t k_end, int64_t n0, int g, int t) {
+__device__ __forceinline__ Stage LoadStage(const uint16_t* b, int64_t n_total, int64_t k_total,
+                                           int64_t k, int64_t k_end, int64_t n0, int g, int t) {
   Stage s;
   if constexpr (kTransB) {
     const int64_t kk = k + 8 * t;
@@ -153,7 +154,8 @@ __device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
 // acc[mt][j] += a-tile mt x B fragments of this step; a_s rows are `stride`
 // 16-bit values apart, kk is the step's first k within the slab.
 template <typename T, int MT16, bool kTransB>
-__device__ __forceinline__ void ComputeStage(const Stage& s, const uint16_t* a_s, int stride, int kk, int g, int t,
+__device__ __forceinline__ void ComputeStage(const Stage& s, const uint16_t* a_s, int stride,
+                                             int kk, int g, int t,
                                              float (&acc)[MT16][kTransB ? 4 : 8][4]) {
 #pragma unroll
   for (int mt = 0; mt < MT16; ++mt) {
@@ -189,9 +191,9 @@ __device__ __forceinline__ void ComputeStage(const Stage& s, const uint16_t* a_s
 // variant and two m16 tiles need more than 128 registers a thread.
 template <typename T, int MT16, bool kTransB, bool kVec>
 __global__ void __launch_bounds__(kThreads, MT16 == 1 && kVec ? 2 : 1)
-    DecodeGemmMmaKernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, T* __restrict__ c,
-                        float* __restrict__ partial, int m_total, int64_t n_total, int64_t k_total, int slab,
-                        int warp_k, float alpha) {
+    DecodeGemmMmaKernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b,
+                        T* __restrict__ c, float* __restrict__ partial, int m_total,
+                        int64_t n_total, int64_t k_total, int slab, int warp_k, float alpha) {
   extern __shared__ uint4 smem16[];
   constexpr int TN = kTileN<kTransB>;
   constexpr int SK = kStepK<kTransB>;
@@ -212,7 +214,8 @@ __global__ void __launch_bounds__(kThreads, MT16 == 1 && kVec ? 2 : 1)
   const int steps = wk1 > wk0 ? (wk1 - wk0 + SK - 1) / SK : 0;
   auto load = [&](int step) {
     const int64_t k = k0 + wk0 + static_cast<int64_t>(step) * SK;
-    return LoadStage<kTransB, kVec>(b, n_total, k_total, step < steps ? k : k_total, k0 + wk1, n0, g, t);
+    return LoadStage<kTransB, kVec>(b, n_total, k_total, step < steps ? k : k_total, k0 + wk1, n0,
+                                    g, t);
   };
   Stage window[kStages];
 #pragma unroll
@@ -236,7 +239,8 @@ __global__ void __launch_bounds__(kThreads, MT16 == 1 && kVec ? 2 : 1)
       uint4 v = make_uint4(0, 0, 0, 0);
       if (m < m_total && kk < slab_len) {
         uint32_t w[4] = {0, 0, 0, 0};
-        for (int e = 0; e < 8 && kk + e < slab_len; ++e) w[e / 2] |= static_cast<uint32_t>(src[kk + e]) << (16 * (e % 2));
+        for (int e = 0; e < 8 && kk + e < slab_len; ++e)
+          w[e / 2] |= static_cast<uint32_t>(src[kk + e]) << (16 * (e % 2));
         v = make_uint4(w[0], w[1], w[2], w[3]);
       }
       *reinterpret_cast<uint4*>(dst + kk) = v;
@@ -297,35 +301,38 @@ __global__ void __launch_bounds__(kThreads, MT16 == 1 && kVec ? 2 : 1)
 }
 
 template <typename T, int MT16, bool kTransB, bool kVec>
-Status Launch(const KernelContext& ctx, const void* a, const void* b, void* c, int m, int64_t n, int64_t k,
-              float alpha) {
+Status Launch(const KernelContext& ctx, const void* a, const void* b, void* c, int m, int64_t n,
+              int64_t k, float alpha) {
   constexpr int TN = kTileN<kTransB>;
   constexpr int SK = kStepK<kTransB>;
   constexpr int ROWS = 16 * MT16;
   auto kernel = DecodeGemmMmaKernel<T, MT16, kTransB, kVec>;
   int bps = 0;
   int smem_limit = 0;
-  KERNELD_RETURN_IF_ERROR(PrepareKernel(kernel, ctx.device.device.index, kMmaSmemBytes, &bps, &smem_limit));
+  KERNELD_RETURN_IF_ERROR(
+      PrepareKernel(kernel, ctx.device.device.index, kMmaSmemBytes, &bps, &smem_limit));
   const int64_t tiles = (n + TN - 1) / TN;
   const int64_t unit = int64_t{kWarps} * SK;
-  const int64_t max_slab = std::max<int64_t>(unit, (smem_limit / 2 / ROWS - kPad<kTransB>) / unit * unit);
+  const int64_t max_slab =
+      std::max<int64_t>(unit, (smem_limit / 2 / ROWS - kPad<kTransB>) / unit * unit);
   const SplitPlan plan = PlanSplits(ctx, k, tiles, SK, max_slab, bps);
   if (plan.splits > 65535 || tiles > INT_MAX)
     return InvalidArgument("gemm: shape too large for the decode kernel (use backend cublas)");
-  const size_t a_bytes = static_cast<size_t>(ROWS) * static_cast<size_t>(plan.slab + kPad<kTransB>) * 2;
+  const size_t a_bytes =
+      static_cast<size_t>(ROWS) * static_cast<size_t>(plan.slab + kPad<kTransB>) * 2;
   const size_t smem = std::max(a_bytes, static_cast<size_t>(ROWS) * TN * sizeof(float));
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(plan.splits));
   return RunSplits(ctx, plan, ctx.input("a").dtype, c, m, n, alpha, [&](float* partial) {
-    kernel<<<grid, kThreads, smem, StreamOf(ctx)>>>(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
-                                                    static_cast<T*>(c), partial, m, n, k, static_cast<int>(plan.slab),
-                                                    static_cast<int>(plan.warp_k), alpha);
+    kernel<<<grid, kThreads, smem, StreamOf(ctx)>>>(
+        static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), static_cast<T*>(c),
+        partial, m, n, k, static_cast<int>(plan.slab), static_cast<int>(plan.warp_k), alpha);
     return CheckLaunch("gemm");
   });
 }
 
 template <typename T, bool kTransB, bool kVec>
-Status DispatchM(const KernelContext& ctx, const void* a, const void* b, void* c, int m, int64_t n, int64_t k,
-                 float alpha) {
+Status DispatchM(const KernelContext& ctx, const void* a, const void* b, void* c, int m, int64_t n,
+                 int64_t k, float alpha) {
   return m <= 16 ? Launch<T, 1, kTransB, kVec>(ctx, a, b, c, m, n, k, alpha)
                  : Launch<T, 2, kTransB, kVec>(ctx, a, b, c, m, n, k, alpha);
 }

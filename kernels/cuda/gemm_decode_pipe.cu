@@ -32,8 +32,8 @@ using decode_pipe::SmemBytes;
 // nothing) when its shared memory exceeds the device's per-block limit or
 // it needs more resident blocks than `max_tiles` (to try a wider tile).
 template <typename T, int MT16, bool kTransB, int TN, int KC, int STAGES>
-Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void* c, int m, int64_t n, int64_t k,
-                    float alpha, bool last_resort, bool* fits) {
+Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void* c, int m,
+                    int64_t n, int64_t k, float alpha, bool last_resort, bool* fits) {
   constexpr int kSmem = SmemBytes<kTransB, MT16, TN, KC, STAGES>();
   auto kernel = DecodePipeKernel<T, MT16, kTransB, TN, KC, STAGES>;
   int bps = 0;
@@ -46,7 +46,8 @@ Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void
   // More tiles than one wave of resident blocks: a wider tile, if one is left.
   if (!last_resort && tiles > sms * bps) return Status::Ok();
   *fits = true;
-  if (tiles > INT_MAX) return InvalidArgument("gemm: N too large for the decode kernel (use backend cublas)");
+  if (tiles > INT_MAX)
+    return InvalidArgument("gemm: N too large for the decode kernel (use backend cublas)");
   // The fewest splits of K that put a block on 90% of the SMs: one split
   // wherever the column tiles already do (no partial sums, no second kernel).
   const int64_t chunks = (k + KC - 1) / KC;
@@ -79,23 +80,23 @@ Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void
     attr.val.clusterDim.z = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, kernel, a16, b16, static_cast<T*>(c), static_cast<float*>(nullptr), m, n, k, cps,
-                           alpha, true) == cudaSuccess)
+    if (cudaLaunchKernelEx(&cfg, kernel, a16, b16, static_cast<T*>(c), static_cast<float*>(nullptr),
+                           m, n, k, cps, alpha, true) == cudaSuccess)
       return Status::Ok();
     // Such a cluster cannot be placed on this device: the workspace path.
     (void)cudaGetLastError();
   }
   return RunSplits(ctx, plan, ctx.input("a").dtype, c, m, n, alpha, [&](float* partial) {
-    kernel<<<grid, decode_pipe::kThreads, kSmem, StreamOf(ctx)>>>(a16, b16, static_cast<T*>(c), partial, m, n, k,
-                                                                  cps, alpha, false);
+    kernel<<<grid, decode_pipe::kThreads, kSmem, StreamOf(ctx)>>>(
+        a16, b16, static_cast<T*>(c), partial, m, n, k, cps, alpha, false);
     return CheckLaunch("gemm");
   });
 }
 
 // The configurations of one layout, most preferred first.
 template <typename T, int MT16, bool kTransB>
-Status LaunchLayout(const KernelContext& ctx, const void* a, const void* b, void* c, int m, int64_t n, int64_t k,
-                    float alpha, bool* launched) {
+Status LaunchLayout(const KernelContext& ctx, const void* a, const void* b, void* c, int m,
+                    int64_t n, int64_t k, float alpha, bool* launched) {
   bool fits = false;
   if constexpr (kTransB) {
     KERNELD_RETURN_IF_ERROR(
@@ -130,10 +131,13 @@ Status PipeTyped(KernelContext& ctx, bool* launched) {
   const int64_t k = av.dim(1), n = cv.dim(1);
   const int m = static_cast<int>(av.dim(0));
   if (m <= 16)
-    return tb ? LaunchLayout<T, 1, true>(ctx, av.raw(), bv.raw(), cv.raw(), m, n, k, alpha, launched)
-              : LaunchLayout<T, 1, false>(ctx, av.raw(), bv.raw(), cv.raw(), m, n, k, alpha, launched);
+    return tb ? LaunchLayout<T, 1, true>(ctx, av.raw(), bv.raw(), cv.raw(), m, n, k, alpha,
+                                         launched)
+              : LaunchLayout<T, 1, false>(ctx, av.raw(), bv.raw(), cv.raw(), m, n, k, alpha,
+                                          launched);
   return tb ? LaunchLayout<T, 2, true>(ctx, av.raw(), bv.raw(), cv.raw(), m, n, k, alpha, launched)
-            : LaunchLayout<T, 2, false>(ctx, av.raw(), bv.raw(), cv.raw(), m, n, k, alpha, launched);
+            : LaunchLayout<T, 2, false>(ctx, av.raw(), bv.raw(), cv.raw(), m, n, k, alpha,
+                                        launched);
 }
 
 }  // namespace
@@ -144,7 +148,8 @@ bool PipeEligible(KernelContext& ctx) {
   const int64_t k = av.dim(1), n = ctx.output("c").dim(1);
   // Every 16-byte piece of a row of a or b must lie wholly inside or wholly
   // outside the matrix, at a 16-byte aligned address.
-  return IsAligned16(av.raw()) && IsAligned16(bv.raw()) && k % 8 == 0 && (ctx.attr_b("transpose_b") || n % 8 == 0);
+  return IsAligned16(av.raw()) && IsAligned16(bv.raw()) && k % 8 == 0 &&
+         (ctx.attr_b("transpose_b") || n % 8 == 0);
 }
 
 Status GemmDecodePipe(KernelContext& ctx, bool* launched) {

@@ -74,7 +74,8 @@ __device__ __forceinline__ unsigned SmemAddr(const void* p) {
 // not read, but is kept valid anyway).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem), "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
+               "r"(src_bytes)
                : "memory");
 #else
   __trap();
@@ -113,11 +114,13 @@ __device__ __forceinline__ void Ldmatrix4(uint32_t (&r)[4], const void* p) {
 
 // d += a b for one m16n8k16 tile; T picks the bf16 or f16 instruction.
 template <typename T>
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -156,17 +159,17 @@ __device__ __forceinline__ T RoundTo(float v) {
 //    second launch, the same bits as the partial path.
 template <typename T, int MT16, bool kTransB, int TN, int KC, int STAGES>
 __global__ void __launch_bounds__(kThreads)
-    DecodePipeKernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, T* __restrict__ c,
-                     float* __restrict__ partial, int m_total, int64_t n_total, int64_t k_total, int chunks_per_split,
-                     float alpha, bool cluster_splits) {
+    DecodePipeKernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b,
+                     T* __restrict__ c, float* __restrict__ partial, int m_total, int64_t n_total,
+                     int64_t k_total, int chunks_per_split, float alpha, bool cluster_splits) {
   static_assert(KC % (16 * kWarps) == 0, "every warp takes whole k16 steps of a chunk");
   static_assert(TN % 16 == 0, "ldmatrix.x4 reads B for two n8 tiles");
   static_assert(STAGES >= 2, "a pipeline needs two slots");
   using G = Geometry<kTransB, 16 * MT16, TN, KC>;
   constexpr int ROWS = 16 * MT16;
-  constexpr int NT = TN / 8;               // n8 tiles per block
-  constexpr int KS = KC / 16 / kWarps;     // k16 steps per warp per chunk
-  constexpr int PIECES_A = KC / 8;         // 16-byte pieces per row of a's chunk
+  constexpr int NT = TN / 8;            // n8 tiles per block
+  constexpr int KS = KC / 16 / kWarps;  // k16 steps per warp per chunk
+  constexpr int PIECES_A = KC / 8;      // 16-byte pieces per row of a's chunk
   constexpr int PIECES_B = kTransB ? KC / 8 : TN / 8;
   constexpr int ROWS_B = kTransB ? TN : KC;
 
@@ -271,7 +274,8 @@ __global__ void __launch_bounds__(kThreads)
   // order: in lockstep their 64-byte column pieces of one chunk make up
   // whole rows of b, which DRAM serves far better than scattered pieces
   // (staggered: 19.6 -> 20.2 us, and 16.6 -> 19.2 us at M = 1).
-  const int rot = kTransB && nch > 0 ? static_cast<int>(blockIdx.x % static_cast<unsigned>(nch)) : 0;
+  const int rot =
+      kTransB && nch > 0 ? static_cast<int>(blockIdx.x % static_cast<unsigned>(nch)) : 0;
   auto chunk_at = [&](int i) { return c_begin + (i + rot < nch ? i + rot : i + rot - nch); };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {

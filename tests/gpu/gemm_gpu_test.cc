@@ -18,10 +18,12 @@ namespace {
 
 HostTensors GemmInputs(DType dt, int64_t m, int64_t n, int64_t k, bool tb, std::mt19937_64& rng) {
   return {{"a", client::Random(dt, {m, k}, rng, -1, 1)},
-          {"b", client::Random(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng, -1, 1)}};
+          {"b", client::Random(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                               rng, -1, 1)}};
 }
 
-void ExpectClose(const HostTensors& in, const AttrMap& attrs, const OpRun& gpu, DType dt, int64_t k) {
+void ExpectClose(const HostTensors& in, const AttrMap& attrs, const OpRun& gpu, DType dt,
+                 int64_t k) {
   double rtol, atol;
   client::Tolerance(dt, &rtol, &atol);
   atol *= std::sqrt(static_cast<double>(std::max<int64_t>(k, 1)));
@@ -36,8 +38,8 @@ struct Dims {
   int64_t n, k;
 };
 
-class GemmGpuTest
-    : public ::testing::TestWithParam<std::tuple<std::string, DType, int64_t, Dims, bool, double, bool>> {};
+class GemmGpuTest : public ::testing::TestWithParam<
+                        std::tuple<std::string, DType, int64_t, Dims, bool, double, bool>> {};
 
 TEST_P(GemmGpuTest, MatchesCpuAndReference) {
   auto [backend, dtype, m, d, tb, alpha, misaligned] = GetParam();
@@ -52,8 +54,9 @@ TEST_P(GemmGpuTest, MatchesCpuAndReference) {
 
 std::string GemmName(const ::testing::TestParamInfo<GemmGpuTest::ParamType>& info) {
   const auto& [backend, dt, m, d, tb, alpha, mis] = info.param;
-  return backend + "_" + std::string(DTypeName(dt)) + "_m" + std::to_string(m) + "_n" + std::to_string(d.n) + "_k" +
-         std::to_string(d.k) + (tb ? "_bT" : "_b") + (alpha == 1.0 ? "" : "_alpha") + (mis ? "_misaligned" : "");
+  return backend + "_" + std::string(DTypeName(dt)) + "_m" + std::to_string(m) + "_n" +
+         std::to_string(d.n) + "_k" + std::to_string(d.k) + (tb ? "_bT" : "_b") +
+         (alpha == 1.0 ? "" : "_alpha") + (mis ? "_misaligned" : "");
 }
 
 // The decode kernel: M up to 32 (one and two row tiles), N and K with tails
@@ -64,24 +67,28 @@ std::string GemmName(const ::testing::TestParamInfo<GemmGpuTest::ParamType>& inf
 // 264} takes its wide (64-column) tiles with a column tail, {40, 8} is one
 // partial chunk; the other dims and the misaligned runs take the
 // register-window kernel.
-INSTANTIATE_TEST_SUITE_P(Decode, GemmGpuTest,
-                         ::testing::Combine(::testing::Values("cuda"),
-                                            ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
-                                            ::testing::Values(int64_t{1}, int64_t{3}, int64_t{16}, int64_t{17}, int64_t{32}),
-                                            ::testing::Values(Dims{1, 1}, Dims{127, 65}, Dims{4097, 129}, Dims{31, 1023},
-                                                              Dims{256, 5000}, Dims{136, 1032}, Dims{2056, 1032},
-                                                              Dims{8456, 264}, Dims{40, 8}),
-                                            ::testing::Bool(), ::testing::Values(1.0, -0.5), ::testing::Bool()),
-                         GemmName);
+INSTANTIATE_TEST_SUITE_P(
+    Decode, GemmGpuTest,
+    ::testing::Combine(::testing::Values("cuda"),
+                       ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{16}, int64_t{17},
+                                         int64_t{32}),
+                       ::testing::Values(Dims{1, 1}, Dims{127, 65}, Dims{4097, 129}, Dims{31, 1023},
+                                         Dims{256, 5000}, Dims{136, 1032}, Dims{2056, 1032},
+                                         Dims{8456, 264}, Dims{40, 8}),
+                       ::testing::Bool(), ::testing::Values(1.0, -0.5), ::testing::Bool()),
+    GemmName);
 
 // cuBLASLt: decode and larger M, odd shapes.
-INSTANTIATE_TEST_SUITE_P(Cublas, GemmGpuTest,
-                         ::testing::Combine(::testing::Values("cublas"),
-                                            ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
-                                            ::testing::Values(int64_t{1}, int64_t{16}, int64_t{33}, int64_t{200}),
-                                            ::testing::Values(Dims{1, 1}, Dims{127, 65}, Dims{4097, 129}, Dims{31, 1023}),
-                                            ::testing::Bool(), ::testing::Values(1.0, -0.5), ::testing::Bool()),
-                         GemmName);
+INSTANTIATE_TEST_SUITE_P(
+    Cublas, GemmGpuTest,
+    ::testing::Combine(::testing::Values("cublas"),
+                       ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
+                       ::testing::Values(int64_t{1}, int64_t{16}, int64_t{33}, int64_t{200}),
+                       ::testing::Values(Dims{1, 1}, Dims{127, 65}, Dims{4097, 129},
+                                         Dims{31, 1023}),
+                       ::testing::Bool(), ::testing::Values(1.0, -0.5), ::testing::Bool()),
+    GemmName);
 
 TEST(GemmGpu, DecodeBenchmarkShapes) {
   // 16 x 4096 x 4096 (both layouts) and 1 / 32 rows, as the benchmark runs them.
@@ -92,8 +99,8 @@ TEST(GemmGpu, DecodeBenchmarkShapes) {
       HostTensors in = GemmInputs(dt, m, 4096, 4096, tb, rng);
       AttrMap attrs = {{"transpose_b", tb}};
       for (const char* backend : {"cuda", "cublas"}) {
-        SCOPED_TRACE(std::string(backend) + " " + std::string(DTypeName(dt)) + " m=" + std::to_string(m) +
-                     (tb ? " transpose_b" : ""));
+        SCOPED_TRACE(std::string(backend) + " " + std::string(DTypeName(dt)) +
+                     " m=" + std::to_string(m) + (tb ? " transpose_b" : ""));
         OpRun gpu = RunOnCuda("gemm", in, attrs, backend);
         ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
         ExpectClose(in, attrs, gpu, dt, 4096);
@@ -132,7 +139,8 @@ OpRun RunDecodeAsOlderGpu(const HostTensors& in, const AttrMap& attrs) {
   r.status = ValidateInputs(*op, ctx.inputs, ctx.attrs, &bind);
   if (r.status.ok()) r.status = InferOutputs(*op, ctx.inputs, ctx.attrs, bind, &specs);
   if (r.status.ok()) {
-    HostTensor c{specs[0].dtype, specs[0].shape, std::vector<double>(static_cast<size_t>(client::Numel(specs[0].shape)), NAN)};
+    HostTensor c{specs[0].dtype, specs[0].shape,
+                 std::vector<double>(static_cast<size_t>(client::Numel(specs[0].shape)), NAN)};
     ctx.outputs = {upload(c)};
     r.status = op->FindImpl("cuda")->fn(ctx);
     if (cudaError_t e = cudaDeviceSynchronize(); r.status.ok() && e != cudaSuccess)
@@ -156,8 +164,8 @@ TEST(GemmGpu, FmaKernelForHalfTypesOnOlderGpus) {
                                std::tuple<int64_t, int64_t, int64_t, bool>{16, 4096, 4096, true},
                                std::tuple<int64_t, int64_t, int64_t, bool>{3, 127, 65, false},
                                std::tuple<int64_t, int64_t, int64_t, bool>{32, 4097, 129, true}}) {
-      SCOPED_TRACE(std::string(DTypeName(dt)) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                   std::to_string(k) + (tb ? " transpose_b" : ""));
+      SCOPED_TRACE(std::string(DTypeName(dt)) + " " + std::to_string(m) + "x" + std::to_string(n) +
+                   "x" + std::to_string(k) + (tb ? " transpose_b" : ""));
       std::mt19937_64 rng(static_cast<uint64_t>(m * n + k));
       HostTensors in = GemmInputs(dt, m, n, k, tb, rng);
       AttrMap attrs = {{"transpose_b", tb}, {"alpha", 0.5}};
@@ -171,8 +179,12 @@ TEST(GemmGpu, FmaKernelForHalfTypesOnOlderGpus) {
 TEST(GemmGpu, DecodeKernelIsDeterministic) {
   // One split, two (N = 2056: a cluster) and five (N = 136) splits of K,
   // both layouts.
-  for (auto [n, tb] : {std::pair<int64_t, bool>{4096, false}, {4096, true}, {2056, false}, {2056, true},
-                       {136, false}, {136, true}}) {
+  for (auto [n, tb] : {std::pair<int64_t, bool>{4096, false},
+                       {4096, true},
+                       {2056, false},
+                       {2056, true},
+                       {136, false},
+                       {136, true}}) {
     SCOPED_TRACE("n=" + std::to_string(n) + (tb ? " transpose_b" : ""));
     std::mt19937_64 rng(2);
     HostTensors in = GemmInputs(DType::kBFloat16, 16, n, 4096, tb, rng);

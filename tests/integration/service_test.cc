@@ -87,9 +87,16 @@ TEST_F(ServiceTest, StreamOfThousandMixedRequests) {
     auto req = ScaleRequest(DType::kFloat16, {1 + i % 300}, 1.5, &x, static_cast<uint64_t>(i));
     req.set_request_id(id);
     switch (i % 5) {
-      case 1: req.set_op("no_such_op"); bad[id] = grpc::StatusCode::NOT_FOUND; break;
-      case 3: req.mutable_attrs()->clear(); bad[id] = grpc::StatusCode::INVALID_ARGUMENT; break;
-      default: good[id] = x;
+      case 1:
+        req.set_op("no_such_op");
+        bad[id] = grpc::StatusCode::NOT_FOUND;
+        break;
+      case 3:
+        req.mutable_attrs()->clear();
+        bad[id] = grpc::StatusCode::INVALID_ARGUMENT;
+        break;
+      default:
+        good[id] = x;
     }
     reqs.push_back(std::move(req));
   }
@@ -143,6 +150,27 @@ TEST_F(ServiceTest, ListKernelsDescribesScale) {
   EXPECT_TRUE(cpu_eligible);
   v1::ListKernelsResponse one;
   EXPECT_EQ(daemon_->client().ListKernels(&one, "nope").error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, ListKernelsCarriesPerRequestRanking) {
+  // gemm's cuda decode kernel outranks cublas on some shapes
+  // (ImplDef::priority_for); ListKernels says where, in words.
+  v1::ListKernelsResponse resp;
+  ASSERT_TRUE(daemon_->client().ListKernels(&resp, "gemm").ok());
+  ASSERT_EQ(resp.kernels_size(), 1);
+  bool saw_cpu = false;
+  for (const auto& impl : resp.kernels(0).implementations()) {
+    if (impl.backend() == "cpu") {
+      saw_cpu = true;
+      EXPECT_EQ(impl.priority_note(), "");
+    }
+    if (impl.backend() == "cuda") {
+      EXPECT_NE(impl.priority_note().find("ranks above cublas for float32"), std::string::npos)
+          << impl.priority_note();
+      EXPECT_LT(impl.priority(), 10);  // below cublas everywhere else
+    }
+  }
+  EXPECT_TRUE(saw_cpu);
 }
 
 TEST_F(ServiceTest, ServerInfo) {
@@ -203,17 +231,23 @@ TEST_F(ServiceTest, MetricsCountRequestsWithBoundedLabels) {
   req.set_op("client_made_up_op_name");
   EXPECT_EQ(daemon_->client().Execute(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
   std::string m = daemon_->Metrics();
-  EXPECT_NE(m.find("# TYPE kerneld_request_duration_seconds histogram"), std::string::npos) << m.substr(0, 500);
+  EXPECT_NE(m.find("# TYPE kerneld_request_duration_seconds histogram"), std::string::npos)
+      << m.substr(0, 500);
   auto ok = SeriesValue(m, "kerneld_request_duration_seconds_count",
                         {"op=\"scale\"", "backend=\"cpu\"", "device=\"cpu\"", "code=\"OK\""});
   ASSERT_TRUE(ok.has_value()) << m;
   EXPECT_GE(*ok, 1);
-  auto nf = SeriesValue(m, "kerneld_requests_total", {"op=\"_unknown\"", "code=\"NOT_FOUND\"", "backend=\"none\""});
+  auto nf = SeriesValue(m, "kerneld_requests_total",
+                        {"op=\"_unknown\"", "code=\"NOT_FOUND\"", "backend=\"none\""});
   ASSERT_TRUE(nf.has_value()) << m;
   EXPECT_GE(*nf, 1);
-  EXPECT_TRUE(SeriesValue(m, "kerneld_execute_duration_seconds_count", {"op=\"scale\"", "device=\"cpu\""}));
+  EXPECT_TRUE(
+      SeriesValue(m, "kerneld_execute_duration_seconds_count", {"op=\"scale\"", "device=\"cpu\""}));
   EXPECT_TRUE(SeriesValue(m, "kerneld_device_healthy", {"device=\"cpu\""}).value_or(0) == 1);
-  EXPECT_GT(SeriesValue(m, "kerneld_transferred_bytes_total", {"direction=\"in\"", "path=\"inline\""}).value_or(0), 0);
+  EXPECT_GT(
+      SeriesValue(m, "kerneld_transferred_bytes_total", {"direction=\"in\"", "path=\"inline\""})
+          .value_or(0),
+      0);
   // A client's op name never becomes a label value.
   EXPECT_EQ(m.find("client_made_up_op_name"), std::string::npos);
 }

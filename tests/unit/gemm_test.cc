@@ -15,15 +15,18 @@
 namespace kerneld::testing {
 namespace {
 
-std::string CheckGemm(const HostTensors& in, const AttrMap& attrs, const HostTensors& got, DType dt, int64_t k) {
+std::string CheckGemm(const HostTensors& in, const AttrMap& attrs, const HostTensors& got, DType dt,
+                      int64_t k) {
   double rtol, atol;
   client::Tolerance(dt, &rtol, &atol);
-  return CheckAgainstReference("gemm", in, attrs, got, rtol, atol * std::sqrt(static_cast<double>(std::max<int64_t>(k, 1))));
+  return CheckAgainstReference("gemm", in, attrs, got, rtol,
+                               atol * std::sqrt(static_cast<double>(std::max<int64_t>(k, 1))));
 }
 
 HostTensors GemmInputs(DType dt, int64_t m, int64_t n, int64_t k, bool tb, std::mt19937_64& rng) {
   return {{"a", client::Random(dt, {m, k}, rng, -1, 1)},
-          {"b", client::Random(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng, -1, 1)}};
+          {"b", client::Random(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                               rng, -1, 1)}};
 }
 
 struct Dims {
@@ -51,9 +54,11 @@ std::string GemmName(const ::testing::TestParamInfo<GemmTest::ParamType>& info) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GemmTest,
-                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
+                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16,
+                                                              DType::kFloat32),
                                             ::testing::Values(int64_t{1}, int64_t{16}, int64_t{33}),
-                                            ::testing::Values(Dims{1, 1}, Dims{127, 65}, Dims{129, 4097}, Dims{31, 1023}),
+                                            ::testing::Values(Dims{1, 1}, Dims{127, 65},
+                                                              Dims{129, 4097}, Dims{31, 1023}),
                                             ::testing::Bool(), ::testing::Values(1.0, -0.5)),
                          GemmName);
 
@@ -105,7 +110,8 @@ TEST(Gemm, ShapeErrors) {
   in["b"] = client::Random(DType::kFloat32, {15, 8}, rng);
   expect(in, {}, "gemm: 'b' dim 0 ('K'): expected 16, got 15");
   in["b"] = client::Random(DType::kFloat32, {8, 15}, rng);
-  expect(in, {{"transpose_b", true}}, "gemm: 'b' dim 1 ('K'): expected 16, got 15 (transpose_b=true: b is [N, K])");
+  expect(in, {{"transpose_b", true}},
+         "gemm: 'b' dim 1 ('K'): expected 16, got 15 (transpose_b=true: b is [N, K])");
   in["b"] = client::Random(DType::kFloat32, {16}, rng);
   expect(in, {}, "gemm: 'b' has shape [16] (rank 1), expected [K, N] (rank 2)");
   in["b"] = client::Random(DType::kBFloat16, {16, 8}, rng);
@@ -138,8 +144,48 @@ TEST(Gemm, StaticRankingCublasFirstDecodeKernelOnlyForSmallM) {
   ctx.inputs = {a, a};
   EXPECT_EQ(decode->requires_.RejectRequest(ctx), std::nullopt);
   ctx.inputs[0].shape = {33, 64};
-  EXPECT_EQ(decode->requires_.RejectRequest(ctx).value_or(""), "M = 33 > 32 (the decode kernel is for small M)");
+  EXPECT_EQ(decode->requires_.RejectRequest(ctx).value_or(""),
+            "M = 33 > 32 (the decode kernel is for small M)");
   EXPECT_EQ(cublas->requires_.RejectRequest(ctx), std::nullopt);
+#endif
+}
+
+TEST(Gemm, DecodeKernelRanksFirstOnlyWhereMeasuredFaster) {
+  // float32, b [K, N], 8 <= M <= 16, 4096 <= N <= 6144, K <= 4096: the
+  // decode kernel outranks cuBLASLt (kernels/ops/gemm.cc); anywhere else
+  // (other dtype, transpose_b, M, N or K out of range) cuBLASLt stays first.
+#ifndef KERNELD_WITH_CUDA
+  GTEST_SKIP() << "built without the CUDA backend: no cuda or cublas gemm to rank";
+#else
+  const OpDef* op = OpRegistry::Global().Find("gemm");
+  ASSERT_NE(op, nullptr);
+  const ImplDef* decode = op->FindImpl("cuda");
+  const ImplDef* cublas = op->FindImpl("cublas");
+  ASSERT_NE(decode, nullptr);
+  ASSERT_NE(cublas, nullptr);
+  EXPECT_NE(decode->priority_doc, "");
+  auto decode_first = [&](DType dt, int64_t m, int64_t n, int64_t k, bool tb) {
+    KernelContext ctx;
+    ctx.op = op;
+    TensorView a, b;
+    a.dtype = b.dtype = dt;
+    a.shape = {m, k};
+    b.shape = tb ? Shape{n, k} : Shape{k, n};
+    ctx.inputs = {a, b};
+    ctx.attrs = {{"transpose_b", tb}, {"alpha", 1.0}};
+    return decode->PriorityFor(ctx) > cublas->PriorityFor(ctx);
+  };
+  EXPECT_TRUE(decode_first(DType::kFloat32, 16, 4096, 4096, false));
+  EXPECT_TRUE(decode_first(DType::kFloat32, 8, 6144, 4096, false));
+  EXPECT_TRUE(decode_first(DType::kFloat32, 12, 4096, 1024, false));
+  EXPECT_FALSE(decode_first(DType::kFloat32, 16, 4096, 4096, true));    // b [N, K]
+  EXPECT_FALSE(decode_first(DType::kBFloat16, 16, 4096, 4096, false));  // half type
+  EXPECT_FALSE(decode_first(DType::kFloat16, 16, 4096, 4096, false));
+  EXPECT_FALSE(decode_first(DType::kFloat32, 1, 4096, 4096, false));  // M out of range
+  EXPECT_FALSE(decode_first(DType::kFloat32, 32, 4096, 4096, false));
+  EXPECT_FALSE(decode_first(DType::kFloat32, 16, 14336, 4096, false));  // N out of range
+  EXPECT_FALSE(decode_first(DType::kFloat32, 16, 2048, 2048, false));
+  EXPECT_FALSE(decode_first(DType::kFloat32, 16, 4096, 14336, false));  // K out of range
 #endif
 }
 
