@@ -51,7 +51,8 @@ struct PlanKey {
   int align_a, align_b, align_c;
   bool operator<(const PlanKey& o) const {
     return std::tie(device, dtype, transpose_b, m, n, k, align_a, align_b, align_c) <
-           std::tie(o.device, o.dtype, o.transpose_b, o.m, o.n, o.k, o.align_a, o.align_b, o.align_c);
+           std::tie(o.device, o.dtype, o.transpose_b, o.m, o.n, o.k, o.align_a, o.align_b,
+                    o.align_c);
   }
 };
 
@@ -83,6 +84,11 @@ class LtCache {
       if (d.handle) Lt().Destroy(d.handle);
       if (d.workspace) cudaFree(d.workspace);  // errors at process exit are moot
     }
+  }
+
+  bool Ready(int device) const {
+    auto it = devices_.find(device);
+    return it != devices_.end() && it->second.handle != nullptr;
   }
 
   Status Device(int device, DeviceState** out) {
@@ -126,11 +132,15 @@ class LtCache {
     const cudaDataType_t type = key.dtype == DType::kFloat16    ? CUDA_R_16F
                                 : key.dtype == DType::kBFloat16 ? CUDA_R_16BF
                                                                 : CUDA_R_32F;
-    KERNELD_LT(Lt().MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    KERNELD_LT(Lt().MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate");
     const cublasOperation_t ta = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, tn = CUBLAS_OP_N;
-    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
-    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof(tn)), "TRANSB");
-    const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n), k = static_cast<uint64_t>(key.k);
+    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+               "TRANSA");
+    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof(tn)),
+               "TRANSB");
+    const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n),
+               k = static_cast<uint64_t>(key.k);
     if (key.transpose_b) {
       KERNELD_LT(Lt().MatrixLayoutCreate(&p->lb, type, k, n, key.k), "layout b");
     } else {
@@ -146,26 +156,34 @@ class LtCache {
       ~PrefGuard() { Lt().MatmulPreferenceDestroy(p); }
     } guard{pref};
     const uint64_t ws = dev.workspace_bytes;
-    const uint32_t al_b = static_cast<uint32_t>(key.align_b), al_a = static_cast<uint32_t>(key.align_a),
+    const uint32_t al_b = static_cast<uint32_t>(key.align_b),
+                   al_a = static_cast<uint32_t>(key.align_a),
                    al_c = static_cast<uint32_t>(key.align_c);
-    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &ws, sizeof(ws)),
                "workspace preference");
     // The heuristic assumes 256-byte aligned operands unless told otherwise.
-    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_b, sizeof(al_b)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                 &al_b, sizeof(al_b)),
                "alignment preference");
-    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_a, sizeof(al_a)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                 &al_a, sizeof(al_a)),
                "alignment preference");
-    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                 &al_c, sizeof(al_c)),
                "alignment preference");
-    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)),
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                 &al_c, sizeof(al_c)),
                "alignment preference");
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    KERNELD_LT(Lt().MatmulAlgoGetHeuristic(dev.handle, p->desc, p->lb, p->la, p->lc, p->lc, pref, 1, &result, &found),
+    KERNELD_LT(Lt().MatmulAlgoGetHeuristic(dev.handle, p->desc, p->lb, p->la, p->lc, p->lc, pref, 1,
+                                           &result, &found),
                "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0)
-      return Internal("gemm: cuBLASLt has no algorithm for " + std::string(DTypeName(key.dtype)) + " " +
-                      std::to_string(key.m) + "x" + std::to_string(key.n) + "x" + std::to_string(key.k));
+      return Internal("gemm: cuBLASLt has no algorithm for " + std::string(DTypeName(key.dtype)) +
+                      " " + std::to_string(key.m) + "x" + std::to_string(key.n) + "x" +
+                      std::to_string(key.k));
     p->algo = result.algo;
     return Status::Ok();
   }
@@ -184,6 +202,17 @@ std::optional<std::string> CublasUnavailable(const KernelContext&) {
   return std::nullopt;
 }
 
+void WarmUpCublas(const DeviceInfo& dev) {
+  std::string error;
+  if (LoadCublasLt(&error) == nullptr || !dev.device.is_cuda()) return;
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != dev.device.index) return;
+  DeviceState* state = nullptr;
+  (void)t_cache.Device(dev.device.index, &state);
+}
+
+bool CublasThreadReady(int device) { return t_cache.Ready(device); }
+
 Status GemmCublas(KernelContext& ctx) {
   if (auto why = CublasUnavailable(ctx)) return FailedPrecondition("gemm: " + *why);
   const TensorView& a = ctx.input("a");
@@ -196,15 +225,16 @@ Status GemmCublas(KernelContext& ctx) {
     return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), s), "gemm");
   DeviceState* dev = nullptr;
   KERNELD_RETURN_IF_ERROR(t_cache.Device(ctx.device.device.index, &dev));
-  const PlanKey key{ctx.device.device.index, a.dtype, ctx.attr_b("transpose_b"), m, n, k,
-                    a.alignment(), b.alignment(), c.alignment()};
+  const PlanKey key{
+      ctx.device.device.index, a.dtype,      ctx.attr_b("transpose_b"), m, n, k, a.alignment(),
+      b.alignment(),           c.alignment()};
   Plan* plan = nullptr;
   KERNELD_RETURN_IF_ERROR(t_cache.GetPlan(key, *dev, &plan));
   const float alpha = static_cast<float>(ctx.attr_f("alpha")), beta = 0.0f;
   // beta = 0: c is not read, so a poisoned output stays out of the sum.
-  return LtStatus(Lt().Matmul(dev->handle, plan->desc, &alpha, b.raw(), plan->lb, a.raw(), plan->la, &beta,
-                                 c.raw(), plan->lc, c.raw(), plan->lc, &plan->algo, dev->workspace,
-                                 dev->workspace_bytes, s),
+  return LtStatus(Lt().Matmul(dev->handle, plan->desc, &alpha, b.raw(), plan->lb, a.raw(), plan->la,
+                              &beta, c.raw(), plan->lc, c.raw(), plan->lc, &plan->algo,
+                              dev->workspace, dev->workspace_bytes, s),
                   "cublasLtMatmul");
 }
 

@@ -17,6 +17,11 @@ Status TopKTopPSampling(KernelContext& ctx);
 Status GemmCublas(KernelContext& ctx);  // cuBLASLt
 // Why the cublas impl cannot run here (libcublasLt not loadable), if so.
 std::optional<std::string> CublasUnavailable(const KernelContext& ctx);
+// Loads cuBLASLt and creates the calling thread's handle and workspace for
+// dev (ImplDef::thread_warm_up); errors are left for GemmCublas to report.
+void WarmUpCublas(const DeviceInfo& dev);
+// Whether the calling thread has its cuBLASLt handle for that device.
+bool CublasThreadReady(int device);
 Status GemmDecode(KernelContext& ctx);  // hand-written, M <= 32
 Status Add(KernelContext& ctx);
 Status RmsNorm(KernelContext& ctx);

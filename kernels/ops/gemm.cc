@@ -83,6 +83,7 @@ KERNELD_OP(gemm) {
   // 2-8% behind after a dirty one, and behind on every other shape: no rule.
   op.Impl("cublas", cuda::GemmCublas,
           Requirements::Cuda(80).When("libcublasLt loads", cuda::CublasUnavailable), kCublasRank);
+  op.impls.back().thread_warm_up = cuda::WarmUpCublas;
   op.Impl("cuda", cuda::GemmDecode, Requirements::Cuda(70).When("M <= 32", DecodeShape), 5);
   op.impls.back().priority_for = DecodeRankFor;
   op.impls.back().priority_doc =

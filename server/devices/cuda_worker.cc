@@ -84,19 +84,34 @@ Status CudaWorker::Execute(Task& task, TaskTiming* timing) {
   return st;
 }
 
-Status CudaWorker::Run(Task& task, TaskTiming* timing) {
+Status CudaWorker::EnsureThreadState() {
+  if (t_state.stream != nullptr) return Status::Ok();
   const int dev = info_.device.index;
-  if (t_state.stream == nullptr) {
-    if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess)
-      return Internal("cudaSetDevice: " + ErrText(e));
-    if (cudaError_t e = cudaStreamCreateWithFlags(&t_state.stream, cudaStreamNonBlocking); e != cudaSuccess)
-      return Internal("cudaStreamCreate: " + ErrText(e));
-    if (cudaError_t e = cudaEventCreate(&t_state.start); e != cudaSuccess)
-      return Internal("cudaEventCreate: " + ErrText(e));
-    if (cudaError_t e = cudaEventCreate(&t_state.stop); e != cudaSuccess)
-      return Internal("cudaEventCreate: " + ErrText(e));
-    t_state.device = dev;
+  if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess)
+    return Internal("cudaSetDevice: " + ErrText(e));
+  if (cudaError_t e = cudaStreamCreateWithFlags(&t_state.stream, cudaStreamNonBlocking);
+      e != cudaSuccess)
+    return Internal("cudaStreamCreate: " + ErrText(e));
+  if (cudaError_t e = cudaEventCreate(&t_state.start); e != cudaSuccess)
+    return Internal("cudaEventCreate: " + ErrText(e));
+  if (cudaError_t e = cudaEventCreate(&t_state.stop); e != cudaSuccess)
+    return Internal("cudaEventCreate: " + ErrText(e));
+  t_state.device = dev;
+  return Status::Ok();
+}
+
+void CudaWorker::ThreadStart() {
+  // A failure here is not final: Run tries again and reports it per request.
+  if (!EnsureThreadState().ok()) {
+    cudaGetLastError();
+    return;
   }
+  DeviceWorker::ThreadStart();
+  cudaGetLastError();  // a warm-up's failed call must not fail the next request
+}
+
+Status CudaWorker::Run(Task& task, TaskTiming* timing) {
+  if (Status st = EnsureThreadState(); !st.ok()) return st;
   cudaStream_t s = t_state.stream;
 
   // Stage host tensors: one pinned block and one device block per request,
@@ -105,22 +120,33 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   int64_t total = 0;
   std::vector<int64_t> in_off(task.inputs.size(), -1), out_off(task.outputs.size(), -1);
   for (size_t i = 0; i < task.inputs.size(); ++i)
-    if (task.inputs[i].device.is_cpu()) { in_off[i] = total; total += align(task.inputs[i].nbytes()); }
+    if (task.inputs[i].device.is_cpu()) {
+      in_off[i] = total;
+      total += align(task.inputs[i].nbytes());
+    }
   for (size_t i = 0; i < task.outputs.size(); ++i)
-    if (task.outputs[i].device.is_cpu()) { out_off[i] = total; total += align(task.outputs[i].nbytes()); }
+    if (task.outputs[i].device.is_cpu()) {
+      out_off[i] = total;
+      total += align(task.outputs[i].nbytes());
+    }
 
   char* dbuf = nullptr;
   char* hbuf = nullptr;
   size_t hcap = 0;
   struct Cleanup {
-    cudaStream_t s; char** d; char** h; size_t* hcap; PinnedPool* pool;
+    cudaStream_t s;
+    char** d;
+    char** h;
+    size_t* hcap;
+    PinnedPool* pool;
     ~Cleanup() {
       if (*d) cudaFreeAsync(*d, s);
       if (*h) pool->Put(*h, *hcap);
     }
   } cleanup{s, &dbuf, &hbuf, &hcap, pinned_.get()};
   if (total > 0) {
-    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbuf), total, s); e != cudaSuccess) {
+    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbuf), total, s);
+        e != cudaSuccess) {
       cudaGetLastError();
       return ResourceExhausted(task.op->name + ": cannot allocate " + std::to_string(total) +
                                " bytes on " + info_.device.ToString() + ": " + ErrText(e));
@@ -166,7 +192,8 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
     for (size_t i = 0; i < task.inputs.size(); ++i)
       if (in_off[i] >= 0) in_bytes = in_off[i] + align(task.inputs[i].nbytes());
     if (in_bytes > 0) {
-      if (cudaError_t e = cudaMemcpyAsync(dbuf, hbuf, in_bytes, cudaMemcpyHostToDevice, s); e != cudaSuccess)
+      if (cudaError_t e = cudaMemcpyAsync(dbuf, hbuf, in_bytes, cudaMemcpyHostToDevice, s);
+          e != cudaSuccess)
         return Internal("copying inputs to " + info_.device.ToString() + ": " + ErrText(e));
     }
   }
@@ -181,8 +208,9 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   }
   for (size_t i = 0; i < task.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
-    if (cudaError_t e = cudaMemcpyAsync(hbuf + out_off[i], ctx.outputs[i].raw(), task.outputs[i].nbytes(),
-                                        cudaMemcpyDeviceToHost, s); e != cudaSuccess)
+    if (cudaError_t e = cudaMemcpyAsync(hbuf + out_off[i], ctx.outputs[i].raw(),
+                                        task.outputs[i].nbytes(), cudaMemcpyDeviceToHost, s);
+        e != cudaSuccess)
       return Internal("copying outputs from " + info_.device.ToString() + ": " + ErrText(e));
   }
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess)
@@ -193,7 +221,8 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   timing->execute_ns = static_cast<int64_t>(ms * 1e6);
   for (size_t i = 0; i < task.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
-    std::memcpy(task.outputs[i].raw(), hbuf + out_off[i], static_cast<size_t>(task.outputs[i].nbytes()));
+    std::memcpy(task.outputs[i].raw(), hbuf + out_off[i],
+                static_cast<size_t>(task.outputs[i].nbytes()));
   }
   return Status::Ok();
 }

@@ -47,7 +47,14 @@ void DeviceWorker::Stop() {
   pool_.clear();
 }
 
+void DeviceWorker::ThreadStart() {
+  for (const OpDef* op : OpRegistry::Global().List())
+    for (const ImplDef& impl : op->impls)
+      if (impl.thread_warm_up && !impl.requires_.RejectDevice(info_)) impl.thread_warm_up(info_);
+}
+
 void DeviceWorker::Loop() {
+  ThreadStart();
   for (;;) {
     std::unique_ptr<Task> task;
     // Poll before sleeping (set_spin). depth_ is published under mu_ by

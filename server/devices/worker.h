@@ -48,6 +48,11 @@ class DeviceWorker {
  protected:
   // Runs one task on this device; returns the status and fills execute_ns.
   virtual Status Execute(Task& task, TaskTiming* timing) = 0;
+  // Runs once on each worker thread before it takes tasks; tasks queued
+  // meanwhile wait. The default calls ImplDef::thread_warm_up of every
+  // registered impl that accepts this device; a derived worker sets up its
+  // per-thread state first, then calls this.
+  virtual void ThreadStart();
   void Start();  // derived constructors call this once ready
 
   DeviceInfo info_;

@@ -8,9 +8,13 @@
 //
 // Tolerance: the dtype's rtol/atol with atol scaled by sqrt(K) (a float32
 // sum of K products carries a rounding error growing like sqrt(K)).
+#include <cuda_runtime.h>
+
 #include <cmath>
+#include <thread>
 #include <tuple>
 
+#include "cuda/cuda_kernels.h"
 #include "gpu_util.h"
 
 namespace kerneld::testing {
@@ -202,6 +206,33 @@ TEST(GemmGpu, DecodeKernelRefusesLargeM) {
   OpRun r = RunOnCuda("gemm", in, {}, "cuda");
   EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(r.status.message(), "M = 33 > 32 (the decode kernel is for small M)");
+}
+
+TEST(GemmGpu, CublasThreadWarmUpCreatesTheHandle) {
+  // The daemon's worker threads call the cublas impl's thread_warm_up at
+  // start, so the first gemm does not load cuBLASLt and create its handle.
+  const OpDef* op = OpRegistry::Global().Find("gemm");
+  ASSERT_NE(op, nullptr);
+  const ImplDef* cublas = op->FindImpl("cublas");
+  ASSERT_NE(cublas, nullptr);
+  ASSERT_TRUE(cublas->thread_warm_up);
+  const DeviceInfo dev = GpuInfo(0);
+  bool before = true, after = false, other_device = true;
+  std::thread t([&] {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    before = cuda::CublasThreadReady(0);
+    cublas->thread_warm_up(dev);
+    after = cuda::CublasThreadReady(0);
+    other_device = cuda::CublasThreadReady(1);
+  });
+  t.join();
+  EXPECT_FALSE(before);
+  EXPECT_TRUE(after);
+  EXPECT_FALSE(other_device);
+  // Per thread: a second fresh thread starts cold.
+  bool fresh = true;
+  std::thread([&] { fresh = cuda::CublasThreadReady(0); }).join();
+  EXPECT_FALSE(fresh);
 }
 
 TEST(GemmGpu, EmptyInnerDimensionGivesZeros) {

@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "devices/cpu_worker.h"
 
@@ -104,6 +107,51 @@ TEST(Worker, SpinningThreadsRunEveryTaskAndStop) {
   const auto t0 = std::chrono::steady_clock::now();
   w.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
+TEST(Worker, EachThreadRunsWarmUpsOfItsDeviceBeforeTasks) {
+  // ImplDef::thread_warm_up: once per worker thread, before that thread's
+  // first task, for the impls that accept the worker's device only.
+  static std::mutex mu;
+  static std::set<std::thread::id> warmed;
+  static std::atomic<int> cuda_warm_ups{0};
+  static std::atomic<int> ran_warm{0}, ran_cold{0};
+  OpDef op("warm_up_probe");
+  op.Impl("cpu", [](KernelContext&) {
+    std::lock_guard<std::mutex> lock(mu);
+    (warmed.count(std::this_thread::get_id()) ? ran_warm : ran_cold)++;
+    return Status::Ok();
+  });
+  op.impls.back().thread_warm_up = [](const DeviceInfo& dev) {
+    EXPECT_TRUE(dev.device.is_cpu());
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(warmed.insert(std::this_thread::get_id()).second) << "warmed twice";
+  };
+  op.Impl(
+      "cuda", [](KernelContext&) { return Status::Ok(); }, Requirements::Cuda(80));
+  op.impls.back().thread_warm_up = [](const DeviceInfo&) { ++cuda_warm_ups; };
+  ASSERT_TRUE(OpRegistry::Global().Register(std::move(op)).ok());
+  const OpDef* def = OpRegistry::Global().Find("warm_up_probe");
+  ASSERT_NE(def, nullptr);
+  {
+    CpuWorker w(3, 1, 64);  // 3 worker threads
+    std::vector<std::promise<Status>> results(32);
+    for (auto& r : results) {
+      auto t = std::make_unique<Task>();
+      t->op = def;
+      t->impl = &def->impls[0];
+      t->arrival = std::chrono::steady_clock::now();
+      t->done = [&r](Status st, const TaskTiming&) { r.set_value(st); };
+      ASSERT_TRUE(w.Submit(t));
+    }
+    for (auto& r : results) EXPECT_TRUE(r.get_future().get().ok());
+    w.Stop();
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(warmed.size(), 3u);  // every thread, once
+  EXPECT_EQ(ran_warm.load(), 32);
+  EXPECT_EQ(ran_cold.load(), 0);
+  EXPECT_EQ(cuda_warm_ups.load(), 0);  // the cuda impl does not accept a cpu worker
 }
 
 }  // namespace

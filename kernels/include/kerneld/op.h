@@ -94,9 +94,8 @@ struct OpDef;
 
 // Computes an output's dtype and shape from the validated inputs.
 using OutputRuleFn =
-    std::function<Status(const OpDef&, const std::vector<TensorView>& inputs,
-                         const AttrMap& attrs, const ShapeBindings& bind,
-                         OutputSpec* out)>;
+    std::function<Status(const OpDef&, const std::vector<TensorView>& inputs, const AttrMap& attrs,
+                         const ShapeBindings& bind, OutputSpec* out)>;
 
 struct OutputRule {
   std::string description;  // "same as x", "[..., d] float32"
@@ -142,10 +141,22 @@ struct Requirements {
     r.min_compute_capability = min_cc;
     return r;
   }
-  Requirements& DTypes(DTypeSet s) { dtypes = s; return *this; }
-  Requirements& Alignment(int a) { alignment = a; return *this; }
-  Requirements& MaxComputeCapability(int cc) { max_compute_capability = cc; return *this; }
-  Requirements& MaxElements(int64_t n) { max_elements = n; return *this; }
+  Requirements& DTypes(DTypeSet s) {
+    dtypes = s;
+    return *this;
+  }
+  Requirements& Alignment(int a) {
+    alignment = a;
+    return *this;
+  }
+  Requirements& MaxComputeCapability(int cc) {
+    max_compute_capability = cc;
+    return *this;
+  }
+  Requirements& MaxElements(int64_t n) {
+    max_elements = n;
+    return *this;
+  }
   Requirements& When(std::string doc,
                      std::function<std::optional<std::string>(const KernelContext&)> p) {
     predicate_doc = std::move(doc);
@@ -173,6 +184,11 @@ struct ImplDef {
   // `priority`. priority_doc says when, for ListKernels and the docs.
   std::function<std::optional<int>(const KernelContext&)> priority_for;
   std::string priority_doc;
+  // Optional: per-thread set-up that would otherwise land on the first
+  // request a worker thread runs (loading a library, creating a handle).
+  // Each worker thread of a device this impl accepts calls it once at start,
+  // with that device current; failures are left for requests to report.
+  std::function<void(const DeviceInfo&)> thread_warm_up;
 
   int PriorityFor(const KernelContext& ctx) const {
     if (priority_for)
@@ -201,9 +217,11 @@ struct OpDef {
   // Ops named "_test_*" exist for tests only; servers hide them by default.
   bool test_only() const { return name.rfind("_test", 0) == 0; }
 
-  OpDef& Doc(std::string d) { doc = std::move(d); return *this; }
-  OpDef& Input(std::string n, DTypeSet dts, const std::string& shape = "[...]",
-               std::string d = "");
+  OpDef& Doc(std::string d) {
+    doc = std::move(d);
+    return *this;
+  }
+  OpDef& Input(std::string n, DTypeSet dts, const std::string& shape = "[...]", std::string d = "");
   OpDef& Output(std::string n, OutputRule rule, std::string d = "");
   OpDef& InPlace(const std::string& output, const std::string& input);
   OpDef& MayAlias(const std::string& output, const std::string& input);
@@ -213,8 +231,8 @@ struct OpDef {
   OpDef& AttrWithDefault(std::string n, AttrType t, AttrValue default_value, std::string d = "");
   OpDef& SameDType(const std::string& a, const std::string& b);
   OpDef& Check(CheckFn fn);
-  OpDef& Impl(std::string backend, KernelFn fn,
-              Requirements req = Requirements::Cpu(), int priority = 0);
+  OpDef& Impl(std::string backend, KernelFn fn, Requirements req = Requirements::Cpu(),
+              int priority = 0);
 
   int InputIndex(std::string_view n) const;   // -1 when absent
   int OutputIndex(std::string_view n) const;  // -1 when absent
@@ -233,10 +251,10 @@ class KernelContext {
   std::vector<TensorView> outputs;
   AttrMap attrs;
   DeviceInfo device;
-  void* stream = nullptr;            // cudaStream_t on CUDA devices
-  void* workspace = nullptr;         // optional scratch (device memory)
+  void* stream = nullptr;     // cudaStream_t on CUDA devices
+  void* workspace = nullptr;  // optional scratch (device memory)
   int64_t workspace_bytes = 0;
-  ThreadPool* pool = nullptr;        // CPU intra-op parallelism
+  ThreadPool* pool = nullptr;  // CPU intra-op parallelism
 
   const TensorView& input(std::string_view n) const;
   TensorView& output(std::string_view n);
@@ -257,7 +275,7 @@ class OpRegistry {
 
   Status Register(OpDef op);
   const OpDef* Find(std::string_view name) const;
-  std::vector<const OpDef*> List() const;  // sorted by name
+  std::vector<const OpDef*> List() const;     // sorted by name
   std::vector<std::string> Backends() const;  // union over ops, sorted
 
  private:
