@@ -208,7 +208,43 @@ void WarmUpCublas(const DeviceInfo& dev) {
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != dev.device.index) return;
   DeviceState* state = nullptr;
-  (void)t_cache.Device(dev.device.index, &state);
+  if (!t_cache.Device(dev.device.index, &state).ok()) return;
+  // The first matmul of a thread also pays cuBLASLt's own set-up (its
+  // kernels' modules load on first use): run a small one per dtype and
+  // layout, on a private stream, and drop the results.
+  const OpDef* op = OpRegistry::Global().Find("gemm");
+  constexpr int64_t kM = 16, kN = 64, kK = 64;
+  void* buf = nullptr;
+  cudaStream_t s = nullptr;
+  if (op == nullptr || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return;
+  if (cudaMalloc(&buf, (kM * kK + kK * kN + kM * kN) * sizeof(float)) == cudaSuccess &&
+      cudaMemsetAsync(buf, 0, (kM * kK + kK * kN + kM * kN) * sizeof(float), s) == cudaSuccess) {
+    for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (bool tb : {false, true}) {
+        KernelContext ctx;
+        ctx.op = op;
+        ctx.device = dev;
+        ctx.stream = s;
+        ctx.attrs = {{"transpose_b", tb}, {"alpha", 1.0}};
+        TensorView a, b, c;
+        a.device = b.device = c.device = dev.device;
+        a.dtype = b.dtype = c.dtype = dt;
+        a.shape = {kM, kK};
+        b.shape = tb ? Shape{kN, kK} : Shape{kK, kN};
+        c.shape = {kM, kN};
+        a.data = buf;
+        b.data = static_cast<char*>(buf) + kM * kK * sizeof(float);
+        c.data = static_cast<char*>(buf) + (kM * kK + kK * kN) * sizeof(float);
+        ctx.inputs = {a, b};
+        ctx.outputs = {c};
+        if (!GemmCublas(ctx).ok()) break;
+      }
+    }
+    cudaStreamSynchronize(s);
+  }
+  if (buf) cudaFree(buf);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
 }
 
 bool CublasThreadReady(int device) { return t_cache.Ready(device); }
