@@ -27,16 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cuda.cuh"
 #include "cuda/gemm_decode_pipe.cuh"
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace dp = kerneld::cuda::decode_pipe;
 
@@ -215,19 +207,6 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Reads the whole buffer: evicts L2 and leaves it clean. A memset flush
-// leaves L2 full of dirty lines, and the timed kernel then pays for their
-// write-back to DRAM (a fixed cost of several microseconds on the H100).
-__global__ void ReadFlushKernel(const uint4* p, size_t n, unsigned* sink) {
-  unsigned x = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const uint4 v = __ldcg(p + i);
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (x == 0x9e3779b9u) *sink = x;  // keeps the loads
-}
-
 __global__ void EmptyKernel() {}
 
 bool g_read_flush = false;
@@ -242,9 +221,7 @@ double TimeUs(cudaStream_t s, int reps, void* flush, size_t flush_bytes, F&& f) 
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     if (g_read_flush) {
-      ReadFlushKernel<<<4 * g_sms, 512, 0, s>>>(static_cast<const uint4*>(flush), flush_bytes / 16,
-                                                g_sink);
-      CK(cudaGetLastError());
+      kerneld::bench::ReadBytes(s, flush, flush_bytes, g_sms, g_sink);
     } else {
       CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s));
     }
@@ -407,9 +384,7 @@ int main(int argc, char** argv) {
               CK(cudaGetLastError());
             }));
         add("read(b) kernel", TimeUs(s, reps, flush, flush_bytes, [&] {
-              ReadFlushKernel<<<4 * g_sms, 512, 0, s>>>(static_cast<const uint4*>(db), b_bytes / 16,
-                                                        g_sink);
-              CK(cudaGetLastError());
+              kerneld::bench::ReadBytes(s, db, b_bytes, g_sms, g_sink);
             }));
         add("cublas", cublas_us);
         for (const Variant& v : variants) {

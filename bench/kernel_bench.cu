@@ -27,21 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_cuda.cuh"
 #include "kerneld/check.h"
 #include "kerneld/op.h"
 
 using namespace kerneld;
 
 namespace {
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 __device__ uint32_t Hash(uint64_t i, uint32_t seed) {
   uint64_t z = i * 0x9e3779b97f4a7c15ull + seed;
@@ -115,18 +107,6 @@ struct Timer {
   }
 };
 
-// Reads n 16-byte words (and nothing else): the L2 flush that leaves no
-// dirty lines behind, and the floor for a kernel that must read them.
-__global__ void ReadKernel(const uint4* p, size_t n, unsigned* sink) {
-  unsigned x = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const uint4 v = __ldcg(p + i);
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (x == 0x9e3779b9u) *sink = x;  // keeps the loads
-}
-
 // How the L2 is flushed before each timed run. A memset of 2 x L2 (dirty)
 // leaves the L2 full of modified lines: the timed kernel then also pays for
 // writing them back to DRAM, a fixed cost (measured on the H100: a pure
@@ -138,8 +118,7 @@ unsigned* g_sink = nullptr;
 int g_sms = 1;
 
 void ReadBytes(cudaStream_t s, const void* p, size_t bytes) {
-  ReadKernel<<<4 * g_sms, 512, 0, s>>>(static_cast<const uint4*>(p), bytes / 16, g_sink);
-  CK(cudaGetLastError());
+  bench::ReadBytes(s, p, bytes, g_sms, g_sink);
 }
 
 template <typename F>

@@ -1,0 +1,42 @@
+// Helpers shared by the CUDA benchmarks (kernel_bench, gemm_decode_lab).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+
+// A benchmark stops at the first failed CUDA call: its numbers would be wrong.
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+namespace kerneld::bench {
+
+// Reads n 16-byte words (and nothing else), bypassing L1: the L2 flush that
+// leaves no dirty lines behind (a memset flush leaves L2 full of modified
+// lines, whose write-back the timed kernel then pays for), and the floor for
+// a kernel that must read those bytes.
+__global__ void ReadKernel(const uint4* p, size_t n, unsigned* sink) {
+  unsigned x = 0;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint4 v = __ldcg(p + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x9e3779b9u) *sink = x;  // keeps the loads
+}
+
+// ReadKernel over bytes at p (16-byte multiple) with 4 blocks an SM.
+inline void ReadBytes(cudaStream_t s, const void* p, size_t bytes, int sms, unsigned* sink) {
+  ReadKernel<<<4 * sms, 512, 0, s>>>(static_cast<const uint4*>(p), bytes / 16, sink);
+  CK(cudaGetLastError());
+}
+
+}  // namespace kerneld::bench
