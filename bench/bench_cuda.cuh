@@ -19,6 +19,8 @@
 
 namespace kerneld::bench {
 
+// Include from one source file per target: the kernel below is defined here.
+
 // Reads n 16-byte words (and nothing else), bypassing L1: the L2 flush that
 // leaves no dirty lines behind (a memset flush leaves L2 full of modified
 // lines, whose write-back the timed kernel then pays for), and the floor for

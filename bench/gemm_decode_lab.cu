@@ -1,15 +1,18 @@
 // Variant sweep for the pipelined decode gemm kernel
 // (kernels/cuda/gemm_decode_pipe.cuh), on its own: no kerneld libraries, so
-// it builds with nvcc alone (scripts/gemm_lab) and runs on the GPU machine
-// next to cuBLAS and a device-to-device copy measured in the same run.
+// it builds as its own CMake target (gemm_decode_lab; scripts/device_bundle
+// copies it to .device/lab) and runs on the GPU machine next to cuBLAS, a
+// device-to-device copy, an empty kernel and a read of b measured in the
+// same run.
 //
 //   gemm_decode_lab [--reps N] [--quick] [--read-flush] [--cluster]
 //
 // For each layout (b [N, K] "T" and b [K, N]) and dtype: every variant is
 // checked against a float64 host reference on random data with a poisoned
 // (NaN) output over shapes with tails, then timed (CUDA events, L2 flushed
-// by a 2 x L2 memset before each run, median of --reps) on the decode
-// shapes. Prints us, the GB/s of b, the ratio to copy bandwidth and to
+// before each run by a 2 x L2 memset, or with --read-flush by reading 2 x L2,
+// median of --reps) on the decode shapes; --cluster lets two K splits sum
+// in a cluster. Prints us, the GB/s of b, the ratio to copy bandwidth and to
 // cuBLAS.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -265,10 +268,21 @@ int main(int argc, char** argv) {
   int reps = 50;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    if (!std::strcmp(argv[i], "--read-flush")) g_read_flush = true;
-    if (!std::strcmp(argv[i], "--cluster")) g_cluster = true;
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--read-flush")) {
+      g_read_flush = true;
+    } else if (!std::strcmp(argv[i], "--cluster")) {
+      g_cluster = true;
+    } else {
+      std::fprintf(stderr,
+                   "gemm_decode_lab: unknown or incomplete argument '%s' (see the top of "
+                   "gemm_decode_lab.cu)\n",
+                   argv[i]);
+      return 2;
+    }
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));

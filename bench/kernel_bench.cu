@@ -367,8 +367,9 @@ int main(int argc, char** argv) {
           if (!failed) ms[impl.backend] = t;  // a failed launch takes no time: never report it
         }
         const double ref = ms.count("cublas") ? ms["cublas"] : 0;
-        // The floor: one kernel that only reads b (a and c are under 1% of
-        // the bytes at these shapes), in the same run.
+        // The floor for reading b: one kernel that does only that, in the
+        // same run (a and c add under 1% at the built-in decode shapes; not
+        // counted, so with --gemm-shapes of small K or N it is b's floor only).
         const double read_ms = g.m >= 4096 ? 0 : MedianMs(s, reps, flush, flush_bytes, [&] {
           ReadBytes(s, b.data, static_cast<size_t>(b.nbytes()));
         });

@@ -211,16 +211,20 @@ void WarmUpCublas(const DeviceInfo& dev) {
   if (!t_cache.Device(dev.device.index, &state).ok()) return;
   // The first matmul of a thread also pays cuBLASLt's own set-up (its
   // kernels' modules load on first use): run a small one per dtype and
-  // layout, on a private stream, and drop the results.
+  // layout, on a private stream, and drop the results. Stream-ordered
+  // allocation: cudaMalloc/cudaFree would stall the device's other threads.
   const OpDef* op = OpRegistry::Global().Find("gemm");
   constexpr int64_t kM = 16, kN = 64, kK = 64;
+  constexpr size_t kBytes = (kM * kK + kK * kN + kM * kN) * sizeof(float);
   void* buf = nullptr;
   cudaStream_t s = nullptr;
   if (op == nullptr || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return;
-  if (cudaMalloc(&buf, (kM * kK + kK * kN + kM * kN) * sizeof(float)) == cudaSuccess &&
-      cudaMemsetAsync(buf, 0, (kM * kK + kK * kN + kM * kN) * sizeof(float), s) == cudaSuccess) {
+  if (cudaMallocAsync(&buf, kBytes, s) == cudaSuccess &&
+      cudaMemsetAsync(buf, 0, kBytes, s) == cudaSuccess) {
+    bool ok = true;
     for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
       for (bool tb : {false, true}) {
+        if (!ok) break;
         KernelContext ctx;
         ctx.op = op;
         ctx.device = dev;
@@ -237,12 +241,12 @@ void WarmUpCublas(const DeviceInfo& dev) {
         c.data = static_cast<char*>(buf) + (kM * kK + kK * kN) * sizeof(float);
         ctx.inputs = {a, b};
         ctx.outputs = {c};
-        if (!GemmCublas(ctx).ok()) break;
+        ok = GemmCublas(ctx).ok();
       }
     }
-    cudaStreamSynchronize(s);
   }
-  if (buf) cudaFree(buf);
+  if (buf) cudaFreeAsync(buf, s);
+  cudaStreamSynchronize(s);
   cudaStreamDestroy(s);
   cudaGetLastError();
 }

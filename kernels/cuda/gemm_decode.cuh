@@ -55,6 +55,10 @@ Status GemmDecodeMma(KernelContext& ctx);
 bool PipeEligible(KernelContext& ctx);
 // Sets *launched to false, launching nothing, when no configuration fits.
 Status GemmDecodePipe(KernelContext& ctx, bool* launched);
+// For tests: whether two K splits may be summed in a cluster (default true;
+// false takes the workspace path), and how many cluster launches were made.
+void SetPairClustersForTesting(bool enabled);
+int64_t PairClusterLaunchesForTesting();
 
 // Opts `kernel` in to `want_smem` bytes of dynamic shared memory on
 // `device` (a per-device, per-kernel attribute), or to the device's

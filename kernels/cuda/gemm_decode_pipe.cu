@@ -13,8 +13,12 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "cuda/cuda_check.cuh"
 #include "cuda/gemm_decode.cuh"
@@ -28,9 +32,57 @@ namespace {
 using decode_pipe::DecodePipeKernel;
 using decode_pipe::SmemBytes;
 
+std::atomic<bool> g_pair_clusters{true};
+std::atomic<int64_t> g_pair_cluster_launches{0};
+
+// The launch of `grid` as clusters of the two K splits of a column tile
+// (the kernel allows up to kMaxClusterSplits; two measured best).
+cudaLaunchConfig_t PairClusterConfig(dim3 grid, int smem, cudaStream_t s,
+                                     cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(decode_pipe::kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = s;
+  *attr = cudaLaunchAttribute{};
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = 1;
+  attr->val.clusterDim.y = 2;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// Whether `kernel` can run as two-block clusters on `device`: its code was
+// compiled for sm_90+ (the cluster sum exists only there; a build whose
+// sm_90 code is JIT-compiled from older PTX would trap) and the device can
+// hold at least one such cluster. Decided once per (kernel, device).
+template <typename Kernel>
+bool PairClustersRun(Kernel kernel, int device, int smem) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, bool> cached;
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cached.find(key);
+  if (it != cached.end()) return it->second;
+  bool ok = false;
+  cudaFuncAttributes fa{};
+  if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = PairClusterConfig(dim3(1, 2), smem, nullptr, &attr);
+    int clusters = 0;
+    ok = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0;
+  }
+  (void)cudaGetLastError();  // a refusal above is an answer, not a request's error
+  cached.emplace(key, ok);
+  return ok;
+}
+
 // Launches one tile configuration, or returns false in *fits (launching
-// nothing) when its shared memory exceeds the device's per-block limit or
-// it needs more resident blocks than `max_tiles` (to try a wider tile).
+// nothing) when its shared memory exceeds the device's per-block limit or,
+// unless last_resort, it needs more than one wave of resident blocks (to try
+// a wider tile).
 template <typename T, int MT16, bool kTransB, int TN, int KC, int STAGES>
 Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void* c, int m,
                     int64_t n, int64_t k, float alpha, bool last_resort, bool* fits) {
@@ -62,29 +114,20 @@ Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void
   const auto* a16 = static_cast<const uint16_t*>(a);
   const auto* b16 = static_cast<const uint16_t*>(b);
   const int cps = static_cast<int>(per_split);
-  if (plan.splits == 2 && ctx.device.compute_capability >= 90) {
+  if (plan.splits == 2 && ctx.device.compute_capability >= 90 &&
+      g_pair_clusters.load(std::memory_order_relaxed) &&
+      PairClustersRun(kernel, ctx.device.device.index, kSmem)) {
     // The two splits of a column tile as one cluster, summed through shared
     // memory: no workspace, no second kernel (H100, 16 x 4096 x 4096 bf16
     // in 64-column tiles: 20.8 -> 19.5 us). Clusters of 4 were slower than
     // the second kernel (23.0 -> 27.0 us): four blocks of 100+ KiB of shared
     // memory each must be placed together.
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(decode_pipe::kThreads);
-    cfg.dynamicSmemBytes = kSmem;
-    cfg.stream = StreamOf(ctx);
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = static_cast<unsigned>(plan.splits);
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, kernel, a16, b16, static_cast<T*>(c), static_cast<float*>(nullptr),
-                           m, n, k, cps, alpha, true) == cudaSuccess)
-      return Status::Ok();
-    // Such a cluster cannot be placed on this device: the workspace path.
-    (void)cudaGetLastError();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = PairClusterConfig(grid, kSmem, StreamOf(ctx), &attr);
+    g_pair_cluster_launches.fetch_add(1, std::memory_order_relaxed);
+    return CudaStatus(cudaLaunchKernelEx(&cfg, kernel, a16, b16, static_cast<T*>(c),
+                                         static_cast<float*>(nullptr), m, n, k, cps, alpha, true),
+                      "gemm: cluster launch");
   }
   return RunSplits(ctx, plan, ctx.input("a").dtype, c, m, n, alpha, [&](float* partial) {
     kernel<<<grid, decode_pipe::kThreads, kSmem, StreamOf(ctx)>>>(
@@ -157,5 +200,8 @@ Status GemmDecodePipe(KernelContext& ctx, bool* launched) {
   if (ctx.input("a").dtype == DType::kBFloat16) return PipeTyped<__nv_bfloat16>(ctx, launched);
   return PipeTyped<__half>(ctx, launched);
 }
+
+void SetPairClustersForTesting(bool enabled) { g_pair_clusters.store(enabled); }
+int64_t PairClusterLaunchesForTesting() { return g_pair_cluster_launches.load(); }
 
 }  // namespace kerneld::cuda::decode_gemm

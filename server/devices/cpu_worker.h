@@ -9,7 +9,8 @@
 
 namespace kerneld::server {
 
-class CpuWorker : public DeviceWorker {
+// final: its constructor starts threads that call the virtual ThreadStart.
+class CpuWorker final : public DeviceWorker {
  public:
   // workers: requests run at once; threads: intra-op pool size (0 = all cores).
   CpuWorker(int workers, int threads, int capacity);

@@ -89,14 +89,19 @@ Status CudaWorker::EnsureThreadState() {
   const int dev = info_.device.index;
   if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess)
     return Internal("cudaSetDevice: " + ErrText(e));
-  if (cudaError_t e = cudaStreamCreateWithFlags(&t_state.stream, cudaStreamNonBlocking);
-      e != cudaSuccess)
-    return Internal("cudaStreamCreate: " + ErrText(e));
-  if (cudaError_t e = cudaEventCreate(&t_state.start); e != cudaSuccess)
-    return Internal("cudaEventCreate: " + ErrText(e));
-  if (cudaError_t e = cudaEventCreate(&t_state.stop); e != cudaSuccess)
-    return Internal("cudaEventCreate: " + ErrText(e));
-  t_state.device = dev;
+  // Built whole or not at all: a half-made state would pass the check above.
+  ThreadState made;
+  made.device = dev;
+  cudaError_t e = cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
+  const char* what = "cudaStreamCreate";
+  if (e == cudaSuccess) e = cudaEventCreate(&made.start), what = "cudaEventCreate";
+  if (e == cudaSuccess) e = cudaEventCreate(&made.stop), what = "cudaEventCreate";
+  if (e != cudaSuccess) {
+    if (made.start) cudaEventDestroy(made.start);
+    if (made.stream) cudaStreamDestroy(made.stream);
+    return Internal(std::string(what) + ": " + ErrText(e));
+  }
+  t_state = made;
   return Status::Ok();
 }
 
@@ -107,7 +112,8 @@ void CudaWorker::ThreadStart() {
     return;
   }
   DeviceWorker::ThreadStart();
-  cudaGetLastError();  // a warm-up's failed call must not fail the next request
+  cudaGetLastError();                 // a warm-up's failed call must not fail the next request
+  cudaSetDevice(info_.device.index);  // whatever a warm-up left current
 }
 
 Status CudaWorker::Run(Task& task, TaskTiming* timing) {

@@ -13,7 +13,8 @@ namespace kerneld::server {
 
 class PinnedPool;
 
-class CudaWorker : public DeviceWorker {
+// final: its constructor starts threads that call the virtual ThreadStart.
+class CudaWorker final : public DeviceWorker {
  public:
   CudaWorker(DeviceInfo info, int streams, int capacity);
   ~CudaWorker() override;

@@ -158,19 +158,25 @@ TEST_F(ServiceTest, ListKernelsCarriesPerRequestRanking) {
   v1::ListKernelsResponse resp;
   ASSERT_TRUE(daemon_->client().ListKernels(&resp, "gemm").ok());
   ASSERT_EQ(resp.kernels_size(), 1);
-  bool saw_cpu = false;
+  const v1::ImplementationInfo *cpu = nullptr, *cuda = nullptr, *cublas = nullptr;
   for (const auto& impl : resp.kernels(0).implementations()) {
-    if (impl.backend() == "cpu") {
-      saw_cpu = true;
-      EXPECT_EQ(impl.priority_note(), "");
-    }
-    if (impl.backend() == "cuda") {
-      EXPECT_NE(impl.priority_note().find("ranks above cublas for float32"), std::string::npos)
-          << impl.priority_note();
-      EXPECT_LT(impl.priority(), 10);  // below cublas everywhere else
-    }
+    if (impl.backend() == "cpu") cpu = &impl;
+    if (impl.backend() == "cuda") cuda = &impl;
+    if (impl.backend() == "cublas") cublas = &impl;
   }
-  EXPECT_TRUE(saw_cpu);
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->priority_note(), "");
+#ifdef KERNELD_WITH_CUDA
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_NE(cublas, nullptr);
+  EXPECT_NE(cuda->priority_note().find("ranks above cublas for float32"), std::string::npos)
+      << cuda->priority_note();
+  EXPECT_LT(cuda->priority(), cublas->priority());  // below cublas everywhere else
+  EXPECT_EQ(cublas->priority_note(), "");
+#else
+  EXPECT_EQ(cuda, nullptr);
+  EXPECT_EQ(cublas, nullptr);
+#endif
 }
 
 TEST_F(ServiceTest, ServerInfo) {

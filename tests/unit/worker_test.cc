@@ -111,28 +111,37 @@ TEST(Worker, SpinningThreadsRunEveryTaskAndStop) {
 
 TEST(Worker, EachThreadRunsWarmUpsOfItsDeviceBeforeTasks) {
   // ImplDef::thread_warm_up: once per worker thread, before that thread's
-  // first task, for the impls that accept the worker's device only.
+  // first task, for the impls that accept the worker's device only. The op
+  // stays registered for the process; its hooks count only while `active`.
+  static std::atomic<bool> active{false};
   static std::mutex mu;
   static std::set<std::thread::id> warmed;
-  static std::atomic<int> cuda_warm_ups{0};
-  static std::atomic<int> ran_warm{0}, ran_cold{0};
-  OpDef op("warm_up_probe");
-  op.Impl("cpu", [](KernelContext&) {
-    std::lock_guard<std::mutex> lock(mu);
-    (warmed.count(std::this_thread::get_id()) ? ran_warm : ran_cold)++;
-    return Status::Ok();
-  });
-  op.impls.back().thread_warm_up = [](const DeviceInfo& dev) {
-    EXPECT_TRUE(dev.device.is_cpu());
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_TRUE(warmed.insert(std::this_thread::get_id()).second) << "warmed twice";
-  };
-  op.Impl(
-      "cuda", [](KernelContext&) { return Status::Ok(); }, Requirements::Cuda(80));
-  op.impls.back().thread_warm_up = [](const DeviceInfo&) { ++cuda_warm_ups; };
-  ASSERT_TRUE(OpRegistry::Global().Register(std::move(op)).ok());
+  static std::atomic<int> cuda_warm_ups{0}, ran_warm{0}, ran_cold{0};
+  if (OpRegistry::Global().Find("warm_up_probe") == nullptr) {
+    OpDef op("warm_up_probe");
+    op.Impl("cpu", [](KernelContext&) {
+      std::lock_guard<std::mutex> lock(mu);
+      (warmed.count(std::this_thread::get_id()) ? ran_warm : ran_cold)++;
+      return Status::Ok();
+    });
+    op.impls.back().thread_warm_up = [](const DeviceInfo& dev) {
+      if (!active) return;
+      EXPECT_TRUE(dev.device.is_cpu());
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_TRUE(warmed.insert(std::this_thread::get_id()).second) << "warmed twice";
+    };
+    op.Impl(
+        "cuda", [](KernelContext&) { return Status::Ok(); }, Requirements::Cuda(80));
+    op.impls.back().thread_warm_up = [](const DeviceInfo&) {
+      if (active) ++cuda_warm_ups;
+    };
+    ASSERT_TRUE(OpRegistry::Global().Register(std::move(op)).ok());
+  }
   const OpDef* def = OpRegistry::Global().Find("warm_up_probe");
   ASSERT_NE(def, nullptr);
+  warmed.clear();
+  cuda_warm_ups = ran_warm = ran_cold = 0;
+  active = true;
   {
     CpuWorker w(3, 1, 64);  // 3 worker threads
     std::vector<std::promise<Status>> results(32);
@@ -147,6 +156,7 @@ TEST(Worker, EachThreadRunsWarmUpsOfItsDeviceBeforeTasks) {
     for (auto& r : results) EXPECT_TRUE(r.get_future().get().ok());
     w.Stop();
   }
+  active = false;
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(warmed.size(), 3u);  // every thread, once
   EXPECT_EQ(ran_warm.load(), 32);
