@@ -221,8 +221,9 @@ TEST(GemmGpu, ClusterSumEqualsWorkspaceSumBitForBit) {
       dg::SetPairClustersForTesting(true);
       ASSERT_TRUE(with.status.ok()) << with.status.ToString();
       ASSERT_TRUE(without.status.ok()) << without.status.ToString();
-      if (clusters && GpuInfo().sm_count >= 100 && GpuInfo().sm_count <= 160)
+      if (clusters && GpuInfo().sm_count >= 100 && GpuInfo().sm_count <= 160) {
         EXPECT_EQ(launched, 1) << "expected the cluster path on this device";
+      }
       EXPECT_EQ(with.outputs["c"].values, without.outputs["c"].values);
       ExpectClose(in, attrs, with, dt, 4096);
     }
