@@ -176,6 +176,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  auto skip_dtype = [&](DType dt) {
+    return !only_dtypes.empty() && !only_dtypes.count(std::string(DTypeName(dt)));
+  };
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     std::printf("kernel_bench: no GPU on this machine; nothing to measure\n");
@@ -212,7 +215,7 @@ int main(int argc, char** argv) {
     if (op->test_only() || op->name == "gemm") continue;
     if (!only_ops.empty() && !only_ops.count(op->name)) continue;
     for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
-      if (!only_dtypes.empty() && !only_dtypes.count(std::string(DTypeName(dt)))) continue;
+      if (skip_dtype(dt)) continue;
       for (const ShapeSet& ss : shapes) {
         if (!only_shapes.empty() && !only_shapes.count(ss.name)) continue;
         KernelContext ctx;
@@ -332,7 +335,7 @@ int main(int argc, char** argv) {
     }
     for (G g : shapes) {
       for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
-        if (!only_dtypes.empty() && !only_dtypes.count(std::string(DTypeName(dt)))) continue;
+        if (skip_dtype(dt)) continue;
         KernelContext ctx;
         ctx.op = gemm;
         ctx.device = dev;

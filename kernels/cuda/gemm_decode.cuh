@@ -66,12 +66,18 @@ int64_t PairClusterLaunchesForTesting();
 // returns its resident blocks per SM with that much. Cached per (kernel,
 // device): the kernels' instantiations share one function type, so a cache
 // keyed by the type alone would opt in only the first of them and the
-// others would fail to launch (invalid argument).
+// others would fail to launch (invalid argument). `probe`, if given, is a
+// further per-(kernel, device) question asked in the same once (with
+// `device` current and the opt-in done); its answer comes back in *probed.
 template <typename Kernel>
-Status PrepareKernel(Kernel kernel, int device, int want_smem, int* blocks_per_sm,
-                     int* smem_bytes) {
+Status PrepareKernel(Kernel kernel, int device, int want_smem, int* blocks_per_sm, int* smem_bytes,
+                     bool (*probe)(Kernel kernel, int smem) = nullptr, bool* probed = nullptr) {
+  struct Prepared {
+    int blocks, smem;
+    bool probed;
+  };
   static std::mutex mu;
-  static std::map<std::pair<const void*, int>, std::pair<int, int>> cached;  // -> (blocks, smem)
+  static std::map<std::pair<const void*, int>, Prepared> cached;
   const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
   std::lock_guard<std::mutex> lock(mu);
   auto it = cached.find(key);
@@ -94,12 +100,14 @@ Status PrepareKernel(Kernel kernel, int device, int want_smem, int* blocks_per_s
                                                    &bps, kernel, kThreads, smem),
                                                "gemm: occupancy")
                                   : opt_in;
+    const bool answer = st.ok() && probe != nullptr && probe(kernel, smem);
     if (current != device) (void)cudaSetDevice(current);  // best effort: st says what failed
     KERNELD_RETURN_IF_ERROR(st);
-    it = cached.emplace(key, std::make_pair(std::max(bps, 1), smem)).first;
+    it = cached.emplace(key, Prepared{std::max(bps, 1), smem, answer}).first;
   }
-  *blocks_per_sm = it->second.first;
-  *smem_bytes = it->second.second;
+  *blocks_per_sm = it->second.blocks;
+  *smem_bytes = it->second.smem;
+  if (probed != nullptr) *probed = it->second.probed;
   return Status::Ok();
 }
 

@@ -16,9 +16,6 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <utility>
 
 #include "cuda/cuda_check.cuh"
 #include "cuda/gemm_decode.cuh"
@@ -54,18 +51,13 @@ cudaLaunchConfig_t PairClusterConfig(dim3 grid, int smem, cudaStream_t s,
   return cfg;
 }
 
-// Whether `kernel` can run as two-block clusters on `device`: its code was
-// compiled for sm_90+ (the cluster sum exists only there; a build whose
-// sm_90 code is JIT-compiled from older PTX would trap) and the device can
-// hold at least one such cluster. Decided once per (kernel, device).
+// Whether `kernel` can run as two-block clusters on the current device:
+// its code was compiled for sm_90+ (the cluster sum exists only there; a
+// build whose sm_90 code is JIT-compiled from older PTX would trap) and the
+// device can hold at least one such cluster. Asked once per (kernel,
+// device), through PrepareKernel.
 template <typename Kernel>
-bool PairClustersRun(Kernel kernel, int device, int smem) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, bool> cached;
-  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cached.find(key);
-  if (it != cached.end()) return it->second;
+bool PairClustersRun(Kernel kernel, int smem) {
   bool ok = false;
   cudaFuncAttributes fa{};
   if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90) {
@@ -75,7 +67,6 @@ bool PairClustersRun(Kernel kernel, int device, int smem) {
     ok = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0;
   }
   (void)cudaGetLastError();  // a refusal above is an answer, not a request's error
-  cached.emplace(key, ok);
   return ok;
 }
 
@@ -90,7 +81,9 @@ Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void
   auto kernel = DecodePipeKernel<T, MT16, kTransB, TN, KC, STAGES>;
   int bps = 0;
   int smem = 0;
-  KERNELD_RETURN_IF_ERROR(PrepareKernel(kernel, ctx.device.device.index, kSmem, &bps, &smem));
+  bool pair_clusters = false;
+  KERNELD_RETURN_IF_ERROR(PrepareKernel(kernel, ctx.device.device.index, kSmem, &bps, &smem,
+                                        &PairClustersRun<decltype(kernel)>, &pair_clusters));
   *fits = false;
   if (smem < kSmem) return Status::Ok();  // the device's limit is lower
   const int64_t tiles = (n + TN - 1) / TN;
@@ -114,9 +107,8 @@ Status LaunchConfig(const KernelContext& ctx, const void* a, const void* b, void
   const auto* a16 = static_cast<const uint16_t*>(a);
   const auto* b16 = static_cast<const uint16_t*>(b);
   const int cps = static_cast<int>(per_split);
-  if (plan.splits == 2 && ctx.device.compute_capability >= 90 &&
-      g_pair_clusters.load(std::memory_order_relaxed) &&
-      PairClustersRun(kernel, ctx.device.device.index, kSmem)) {
+  if (plan.splits == 2 && ctx.device.compute_capability >= 90 && pair_clusters &&
+      g_pair_clusters.load(std::memory_order_relaxed)) {
     // The two splits of a column tile as one cluster, summed through shared
     // memory: no workspace, no second kernel (H100, 16 x 4096 x 4096 bf16
     // in 64-column tiles: 20.8 -> 19.5 us). Clusters of 4 were slower than
