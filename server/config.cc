@@ -4,17 +4,15 @@
 #include <functional>
 #include <map>
 
+#include "absl/strings/numbers.h"
+#include "kerneld/status.h"
+
 namespace kerneld::server {
 
 namespace {
 
-bool ParseInt(const std::string& s, int* out) {
-  char* end = nullptr;
-  long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0') return false;
-  *out = static_cast<int>(v);
-  return true;
-}
+// Rejects out-of-range values (strtol into an int wrapped 4294967297 to 1).
+bool ParseInt(const std::string& s, int* out) { return absl::SimpleAtoi(s, out); }
 
 bool ParseBool(const std::string& s, bool* out) {
   if (s == "1" || s == "true" || s == "yes") return *out = true, true;
@@ -36,7 +34,10 @@ std::string FlagsHelp() {
   --log_file=PATH        append request logs here instead of stderr
   --trace_file=PATH      capture the workload: one JSON line per request (docs/metrics.md)
   --trace_sample_rate=R  fraction of requests captured, 0..1 (default 1)
-  --max_message_mb=N     largest request or response message (default 256)
+  --max_message_mb=N     largest request or response message (default 256); an
+                         inline result beyond it is refused up front (RESOURCE_EXHAUSTED)
+  --max_inflight_mb=N    request bytes held at once, inline inputs and outputs of all
+                         requests in flight (default 4096); beyond: RESOURCE_EXHAUSTED
   --cpu_workers=N        requests the CPU backend runs at once (default 2)
   --cpu_threads=N        threads one CPU request may use (default: all cores)
   --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
@@ -79,6 +80,10 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        }},
       {"max_message_mb",
        [&](const std::string& v) { return ParseInt(v, &cfg->max_message_mb) && cfg->max_message_mb > 0 && cfg->max_message_mb <= 2047; }},
+      {"max_inflight_mb",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->max_inflight_mb) && cfg->max_inflight_mb > 0 && cfg->max_inflight_mb <= (1 << 24);
+       }},
       {"cpu_workers", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0; }},
       {"cpu_threads", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_threads) && cfg->cpu_threads >= 0; }},
       {"queue_capacity", [&](const std::string& v) { return ParseInt(v, &cfg->queue_capacity) && cfg->queue_capacity > 0; }},
@@ -104,7 +109,7 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       *help = true;
       return "";
     }
-    if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "' (flags look like --name=value)";
+    if (arg.rfind("--", 0) != 0) return "unexpected argument " + Quote(arg) + " (flags look like --name=value)";
     std::string name = arg.substr(2), value;
     auto eq = name.find('=');
     if (eq != std::string::npos) {
@@ -115,11 +120,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      return "flag --" + name + " needs a value";
+      return "flag --" + Sanitize(name) + " needs a value";
     }
     auto it = flags.find(name);
-    if (it == flags.end()) return "unknown flag --" + name + " (see --help)";
-    if (!it->second(value)) return "bad value '" + value + "' for --" + name + " (see --help)";
+    if (it == flags.end()) return "unknown flag --" + Sanitize(name) + " (see --help)";
+    if (!it->second(value)) return "bad value " + Quote(value) + " for --" + name + " (see --help)";
   }
   return "";
 }

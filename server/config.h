@@ -17,6 +17,7 @@ struct Config {
   std::string trace_file;           // workload capture (JSON lines)
   double trace_sample_rate = 1.0;
   int max_message_mb = 256;
+  int max_inflight_mb = 4096;  // request bytes held at once (inline in + out)
   int cpu_workers = 2;        // requests the CPU runs concurrently
   int cpu_threads = 0;        // intra-op threads; 0 = hardware concurrency
   int queue_capacity = 1024;  // per device; full -> RESOURCE_EXHAUSTED

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "kerneld/size.h"
+
 namespace kerneld {
 
 namespace {
@@ -27,7 +29,7 @@ Status ResolveAttrs(const OpDef& op, const AttrMap& given, AttrMap* resolved) {
     if (def == nullptr) {
       std::vector<std::string> names;
       for (const auto& a : op.attrs) names.push_back(a.name);
-      return InvalidArgument(op.name + ": unknown attr '" + name + "'; " +
+      return InvalidArgument(op.name + ": unknown attr " + Quote(name) + "; " +
                              (names.empty() ? "it takes no attrs" : "attrs are " + Join(names)));
     }
     AttrValue v = value;
@@ -49,7 +51,7 @@ Status ResolveAttrs(const OpDef& op, const AttrMap& given, AttrMap* resolved) {
       static const char* kKinds[] = {"float", "int", "bool", "string"};
       return InvalidArgument(op.name + ": attr '" + name + "' must be " +
                              std::string(AttrTypeName(def->type)) + ", got " +
-                             kKinds[value.index()] + " " + AttrValueToString(value));
+                             kKinds[value.index()] + " " + Sanitize(AttrValueToString(value)));
     }
     resolved->emplace(name, std::move(v));
   }
@@ -127,7 +129,13 @@ Status EvalShape(const std::string& op, const ShapePattern& pat, const ShapeBind
         auto it = bind.symbols.find(d.symbol);
         if (it == bind.symbols.end())
           return Internal(op + ": output shape uses unbound symbol '" + d.symbol + "'");
-        out->push_back(it->second * d.value);
+        // Symbols are bound from client dims: 2*d can overflow.
+        auto dim = CheckedMul(it->second, d.value);
+        if (!dim)
+          return InvalidArgument(op + ": output dim " + std::to_string(out->size()) + " (" +
+                                 std::to_string(d.value) + "*" + d.symbol + ", " + d.symbol +
+                                 " = " + std::to_string(it->second) + ") overflows");
+        out->push_back(*dim);
         break;
       }
     }
@@ -144,6 +152,7 @@ Status ValidateInputs(const OpDef& op, const std::vector<TensorView>& inputs,
     const TensorView& t = inputs[i];
     if (t.dtype == DType::kInvalid)
       return InvalidArgument(op.name + ": missing input '" + def.name + "'");
+    KERNELD_RETURN_IF_ERROR(CheckTensorSize(op.name + ": input '" + def.name + "'", t.dtype, t.shape));
     if (!def.dtypes.Contains(t.dtype))
       return InvalidArgument(op.name + ": '" + def.name + "' dtype " +
                              std::string(DTypeName(t.dtype)) + " not in " +
@@ -164,8 +173,14 @@ Status ValidateInputs(const OpDef& op, const std::vector<TensorView>& inputs,
 Status InferOutputs(const OpDef& op, const std::vector<TensorView>& inputs, const AttrMap& attrs,
                     const ShapeBindings& bind, std::vector<OutputSpec>* outs) {
   outs->assign(op.outputs.size(), OutputSpec{});
-  for (size_t i = 0; i < op.outputs.size(); ++i)
-    KERNELD_RETURN_IF_ERROR(op.outputs[i].rule.fn(op, inputs, attrs, bind, &(*outs)[i]));
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    OutputSpec& spec = (*outs)[i];
+    KERNELD_RETURN_IF_ERROR(op.outputs[i].rule.fn(op, inputs, attrs, bind, &spec));
+    // Outputs grow from inputs (gemm: [m, 0] @ [0, n] -> [m, n]): the same
+    // checked size rule applies to every op's result, in this one place.
+    KERNELD_RETURN_IF_ERROR(
+        CheckTensorSize(op.name + ": output '" + op.outputs[i].name + "'", spec.dtype, spec.shape));
+  }
   return Status::Ok();
 }
 

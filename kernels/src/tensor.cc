@@ -14,21 +14,16 @@ std::string Device::ToString() const {
 }
 
 std::string ShapeToString(const Shape& s) {
+  // Shapes come from clients and land in error messages: a 100,000-dim shape
+  // must not make a 1 MB message (gRPC's 8 KiB metadata limit).
+  constexpr size_t kShown = 8;
   std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = 0; i < s.size() && i < kShown; ++i) {
     if (i) out += ", ";
     out += std::to_string(s[i]);
   }
+  if (s.size() > kShown) out += ", … (" + std::to_string(s.size()) + " dims)";
   return out + "]";
-}
-
-std::optional<int64_t> CheckedNumel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) {
-    if (d < 0) return std::nullopt;
-    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
-  }
-  return n;
 }
 
 int64_t TensorView::numel() const {

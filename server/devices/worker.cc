@@ -1,5 +1,8 @@
 #include "devices/worker.h"
 
+#include <exception>
+#include <new>
+
 namespace kerneld::server {
 
 namespace {
@@ -92,7 +95,17 @@ void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
   } else {
     inflight_.fetch_add(1, std::memory_order_relaxed);
     timing.executed = true;
-    st = Execute(*task, &timing);
+    // A kernel that throws (std::bad_alloc for a large CPU workspace, say)
+    // fails its request; it must not take the worker thread, and with it the
+    // daemon, down.
+    try {
+      st = Execute(*task, &timing);
+    } catch (const std::bad_alloc&) {
+      st = ResourceExhausted(task->op->name + ": out of host memory while running on " +
+                             info_.device.ToString() + "; retry later or send a smaller request");
+    } catch (const std::exception& e) {
+      st = Internal(task->op->name + ": " + info_.device.ToString() + " failed: " + Sanitize(e.what()));
+    }
     inflight_.fetch_sub(1, std::memory_order_relaxed);
   }
   task->done(st, timing);

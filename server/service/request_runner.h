@@ -14,6 +14,7 @@
 #include "metrics/metrics.h"
 #include "metrics/request_log.h"
 #include "scheduler/scheduler.h"
+#include "service/memory_budget.h"
 
 namespace kerneld::server {
 
@@ -26,14 +27,12 @@ struct CallControl {
 class RequestRunner {
  public:
   RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers = nullptr,
-                RequestLog* log = nullptr, TraceWriter* trace = nullptr)
-      : cfg_(cfg), devices_(devices), scheduler_(devices), metrics_(metrics), buffers_(buffers), log_(log),
-        trace_(trace) {}
+                RequestLog* log = nullptr, TraceWriter* trace = nullptr);
 
   // Runs `req` and fills `resp` (outputs, info, status). `done` is called
   // exactly once with the final status, from a worker thread or (for a
   // request rejected before queueing) from this call. `req` and `resp` must
-  // stay alive until then.
+  // stay alive until then. Nothing throws out of it.
   void Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
              std::function<void(const Status&)> done);
 
@@ -46,6 +45,9 @@ class RequestRunner {
   const DeviceManager& devices() const { return devices_; }
 
  private:
+  using DoneFn = std::function<void(const Status&)>;
+  void StartImpl(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl, const DoneFn& done);
+
   const Config& cfg_;
   DeviceManager& devices_;
   Scheduler scheduler_;
@@ -55,6 +57,7 @@ class RequestRunner {
   TraceWriter* trace_;
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};
+  MemoryBudget budget_;  // --max_inflight_mb
 };
 
 }  // namespace kerneld::server

@@ -1,5 +1,7 @@
 #include "service/tensor_codec.h"
 
+#include "kerneld/size.h"
+
 namespace kerneld::server {
 
 DType FromProto(int dt) {
@@ -12,19 +14,15 @@ v1::DType ToProto(DType dt) { return static_cast<v1::DType>(static_cast<int>(dt)
 Status CheckTensorHeader(const std::string& what, const v1::Tensor& t, int64_t* nbytes) {
   DType dt = FromProto(t.dtype());
   if (dt == DType::kInvalid)
-    return InvalidArgument(what + ": dtype " + (t.dtype() == 0 ? std::string("is unspecified") : std::to_string(t.dtype()) + " is not a kerneld.v1.DType") +
+    return InvalidArgument(what + ": dtype " +
+                           (t.dtype() == 0 ? std::string("is unspecified")
+                                           : std::to_string(t.dtype()) + " is not a kerneld.v1.DType") +
                            "; set Tensor.dtype (e.g. DTYPE_FLOAT32)");
-  Shape shape(t.shape().begin(), t.shape().end());
-  for (size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] < 0)
-      return InvalidArgument(what + ": shape " + ShapeToString(shape) + " has a negative dimension (dim " +
-                             std::to_string(i) + " = " + std::to_string(shape[i]) + ")");
-  auto numel = CheckedNumel(shape);
-  int64_t bytes = 0;
-  if (!numel || __builtin_mul_overflow(*numel, static_cast<int64_t>(ItemSize(dt)), &bytes))
-    return InvalidArgument(what + ": shape " + ShapeToString(shape) + " has more elements than fit in 64 bits");
-  *nbytes = bytes;
-  return Status::Ok();
+  // Rank first: a 100,000-dim shape is refused before it is copied anywhere.
+  if (t.shape_size() > kMaxRank)
+    return InvalidArgument(what + " has rank " + std::to_string(t.shape_size()) + "; at most " +
+                           std::to_string(kMaxRank) + " dims are supported");
+  return CheckTensorSize(what, dt, Shape(t.shape().begin(), t.shape().end()), nbytes);
 }
 
 Status FromProto(const std::string& what, const v1::AttrValue& v, AttrValue* out) {

@@ -14,7 +14,8 @@ namespace kerneld::server {
 DType FromProto(int dt);
 v1::DType ToProto(DType dt);
 
-// Checks dtype and shape of a wire tensor; `what` is "scale: input 'x'".
+// Checks dtype and shape of a wire tensor with CheckTensorSize (kerneld/size.h):
+// rank, negative dims, overflow, kMaxTensorBytes; `what` is "scale: input 'x'".
 // On success *nbytes is numel * itemsize.
 Status CheckTensorHeader(const std::string& what, const v1::Tensor& t, int64_t* nbytes);
 

@@ -34,11 +34,23 @@ enum class StatusCode : int {
 // Upper-case gRPC name of a code ("INVALID_ARGUMENT"), used in metrics labels.
 std::string_view StatusCodeName(StatusCode code);
 
+// A client's string as it may appear in a message: single-quoted, control
+// and non-ASCII bytes escaped (\n, \xHH), cut to 128 bytes with "…".
+// Messages echo client strings; unbounded, a 100 kB op name made a status
+// larger than gRPC's 8 KiB metadata limit and failed other calls on the
+// connection.
+std::string Quote(std::string_view s);
+
+// The same without the quotes (for values already framed, such as ids).
+std::string Sanitize(std::string_view s, size_t max_bytes = 128);
+
+// Longest status message; longer ones are cut (a backstop behind Quote).
+inline constexpr size_t kMaxStatusMessage = 2048;
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message);
 
   static Status Ok() { return {}; }
 

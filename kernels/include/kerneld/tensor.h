@@ -47,10 +47,12 @@ struct DeviceInfo {
 
 using Shape = std::vector<int64_t>;
 
-std::string ShapeToString(const Shape& s);  // "[4, 4096]"
+// "[4, 4096]"; past 8 dims "[1, 2, …, … (100 dims)]" (it lands in messages).
+std::string ShapeToString(const Shape& s);
 
 // Element count of a shape; nullopt when a dim is negative or the product
-// overflows int64 (the caller turns that into INVALID_ARGUMENT).
+// overflows int64 (the caller turns that into INVALID_ARGUMENT). Defined in
+// size.cc beside the other checked arithmetic (kerneld/size.h).
 std::optional<int64_t> CheckedNumel(const Shape& s);
 
 struct TensorView {
@@ -62,6 +64,8 @@ struct TensorView {
   int64_t byte_offset = 0;
 
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  // Unchecked: valid on views that passed CheckTensorSize (kerneld/size.h),
+  // which every view built from a request does before it gets here.
   int64_t numel() const;
   int64_t nbytes() const { return numel() * static_cast<int64_t>(ItemSize(dtype)); }
   bool is_contiguous() const;

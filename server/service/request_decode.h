@@ -1,0 +1,59 @@
+// Decoding one ExecuteRequest into the views a kernel runs on: op lookup,
+// attrs, inputs (inline or buffer references, bounds-checked and pinned),
+// schema validation, output inference and layout, aliasing rules, and the
+// size limits, all before anything is queued. Everything a client sends is
+// untrusted here; the fuzzer (tests/fuzz/decode_fuzz.cc) drives this entry
+// point directly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "buffers/buffer_registry.h"
+#include "kerneld/check.h"
+#include "kerneld/v1/kerneld.pb.h"
+#include "service/memory_budget.h"
+
+namespace kerneld::server {
+
+// Memory a request owns while it runs: realigned copies of inline inputs.
+struct Scratch {
+  struct AlignedDelete {
+    // Allocated with an alignment, so freed with the same one.
+    void operator()(char* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::vector<std::unique_ptr<char[], AlignedDelete>> blocks;
+  char* Alloc(size_t n) {
+    // 64-byte aligned, as the vectorized CPU kernels like it.
+    blocks.emplace_back(new (std::align_val_t{64}) char[n > 0 ? n : 1]);
+    return blocks.back().get();
+  }
+};
+
+// A decoded request, before scheduling.
+struct DecodedRequest {
+  const OpDef* op = nullptr;
+  AttrMap attrs;
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+  Scratch scratch;
+  std::vector<RegionPin> pins;  // regions this request uses, held until it completes
+  MemoryBudget::Lease memory;   // its share of --max_inflight_mb
+  uint64_t bytes_in_inline = 0, bytes_in_buffer = 0, bytes_out_inline = 0, bytes_out_buffer = 0;
+};
+
+struct DecodeOptions {
+  bool test_ops = false;              // serve "_test_*" ops
+  int64_t max_inline_out_bytes = 0;   // sum of inline outputs (--max_message_mb)
+  MemoryBudget* budget = nullptr;     // nullptr: unbounded (tests, fuzzing)
+};
+
+// Fills *d and the response's output headers (and inline output bytes) from
+// `req`, or returns the status to answer with. Never throws on client input:
+// every size is checked before it is allocated.
+Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, const DecodeOptions& opt,
+                     BufferRegistry* reg, const Principal& who, DecodedRequest* d);
+
+}  // namespace kerneld::server
