@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "client.h"
 #include "reference.h"
 #include "replay.h"
+#include "kerneld/check.h"
 #include "tensor_util.h"
 
 #ifdef KERNELD_WITH_CUDA
@@ -46,7 +49,8 @@ commands:
                                arrival times, X times faster; default: as fast as possible)
   run OP [options]             run OP on random inputs
       --dtype T                float16 | bfloat16 | float32 (default float32)
-      --shape S                shape of every input, e.g. 4096 or 16x4096
+      --shape S                shape of the first input, e.g. 4096 or 16x4096; the others
+                               follow the op's shape rules (rmsnorm 16x4096: weight 4096)
       --input NAME=DTYPE:SHAPE override one input (e.g. positions=int32:16)
       --attr K=V               attr (repeatable); V is a number, true/false or text
       --backend B --device D   scheduler hints
@@ -183,6 +187,52 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// A shape rule from the server's schema that is safe to parse: items are
+// "...", a constant, or [k*]symbol ("[..., 2*d]"). Anything else is left to --shape.
+bool SimplePattern(const std::string& text) {
+  static const std::regex kItem(R"(\s*(\.\.\.|\d{1,9}|(\d{1,9}\s*\*\s*)?[A-Za-z_]\w{0,63})\s*)");
+  if (text.size() < 2 || text.size() > 512 || text.front() != '[' || text.back() != ']') return false;
+  std::stringstream ss(text.substr(1, text.size() - 2));
+  std::string item;
+  int ellipses = 0;
+  while (std::getline(ss, item, ',')) {
+    if (!std::regex_match(item, kItem)) return false;
+    if (item.find("...") != std::string::npos) ++ellipses;
+  }
+  return ellipses <= 1;
+}
+
+// Each input's dtype and shape for `run`: --shape is the first input's
+// shape; the others follow the schema's symbolic rules bound from it
+// (rmsnorm --shape 16x4096 sends weight [4096]). An input whose rule
+// names a symbol the first input does not bind, or says "[...]", takes
+// --shape too. An input that does not accept --dtype takes its first dtype.
+std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> InferInputs(const v1::KernelInfo& k,
+                                                                                   kerneld::DType dtype,
+                                                                                   const std::vector<int64_t>& shape) {
+  std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> out;
+  kerneld::ShapeBindings bind;
+  bool bound = false;
+  for (const auto& in : k.inputs()) {
+    kerneld::DType dt = dtype;
+    bool accepts = false;
+    for (int d : in.dtypes()) accepts = accepts || d == static_cast<int>(dtype);
+    if (!accepts && in.dtypes_size() > 0) dt = static_cast<kerneld::DType>(in.dtypes(0));
+    std::vector<int64_t> s = shape;
+    if (SimplePattern(in.shape())) {
+      const auto pat = kerneld::ShapePattern::Parse(in.shape());
+      if (!bound) {
+        bound = kerneld::MatchShape(k.name(), in.name(), pat, shape, &bind).ok();
+      } else if (!pat.any) {
+        kerneld::Shape eval;
+        if (kerneld::EvalShape(k.name(), pat, bind, &eval).ok()) s = eval;
+      }
+    }
+    out[in.name()] = {dt, s};
+  }
+  return out;
+}
+
 int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) {
   auto dtype = kerneld::ParseDType(Flag(args, "--dtype", "float32"));
   if (!dtype) return std::fprintf(stderr, "kernelctl: unknown --dtype\n"), 2;
@@ -216,7 +266,7 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
   const bool stream = Has(args, "--stream");
   const bool check = Has(args, "--check");
   const std::string via = Flag(args, "--via", "inline");
-  const int gpu = std::atoi(Flag(args, "--gpu", "0").c_str());
+  [[maybe_unused]] const int gpu = std::atoi(Flag(args, "--gpu", "0").c_str());  // ipc modes only
   if (via != "inline" && via != "shm" && via != "ipc" && via != "server-buffer")
     return std::fprintf(stderr, "kernelctl: --via is inline, shm, ipc or server-buffer\n"), 2;
   std::mt19937_64 rng(std::strtoull(Flag(args, "--seed", "1").c_str(), nullptr, 10));
@@ -227,10 +277,13 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
   v1::ListKernelsResponse lk;
   if (auto st = c.ListKernels(&lk, op); !st.ok()) return Fail(st);
   HostTensors inputs;
+  const auto specs = InferInputs(lk.kernels(0), *dtype, shape);
   for (const auto& in : lk.kernels(0).inputs()) {
     auto it = overrides.find(in.name());
+    const auto& [dt, shp] = specs.at(in.name());
     HostTensor t = it != overrides.end() ? Random(it->second.first, it->second.second, rng, 0, 64)
-                                         : Random(*dtype, shape, rng);
+                   : kerneld::IsFloating(dt) ? Random(dt, shp, rng)
+                                             : Random(dt, shp, rng, 0, 2);
     ToProto(t, &(*req.mutable_inputs())[in.name()]);
     inputs[in.name()] = std::move(t);
   }
@@ -413,7 +466,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   const char* env = std::getenv("KERNELD_TARGET");
   std::string target = Flag(args, "--target", env ? env : "127.0.0.1:50051");
-  if (args.empty() || args[0] == "help" || args[0] == "--help") {
+  // --help anywhere (kernelctl replay --help) prints the usage and touches
+  // nothing: "replay --help" used to open a file named "--help".
+  const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
+                      return a == "--help" || a == "-h";
+                    }) != args.end();
+  if (args.empty() || args[0] == "help" || help) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
