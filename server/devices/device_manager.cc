@@ -45,9 +45,9 @@ DeviceWorker* DeviceManager::Find(const std::string& name, Status* error) const 
   for (const auto& w : workers_) known += (known.empty() ? "" : ", ") + w->info().device.ToString();
   bool well_formed = key == "cpu" || name.rfind("cuda:", 0) == 0 || key.rfind("GPU-", 0) == 0;
   if (!well_formed) {
-    *error = InvalidArgument("device '" + name + "' is not a device name; use cpu, cuda:N or cuda:<uuid> (devices: " + known + ")");
+    *error = InvalidArgument("device " + Quote(name) + " is not a device name; use cpu, cuda:N or cuda:<uuid> (devices: " + known + ")");
   } else {
-    *error = NotFound("device '" + name + "' not found; this server has {" + known + "}" +
+    *error = NotFound("device " + Quote(name) + " not found; this server has {" + known + "}" +
                       (cuda_.status.empty() ? "" : " (" + cuda_.status + ")"));
   }
   return nullptr;

@@ -77,14 +77,14 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
     if (!BuiltinBackends().count(backend)) {
       const auto known = KnownBackends();
       if (std::find(known.begin(), known.end(), backend) == known.end())
-        return InvalidArgument("unknown backend '" + backend + "'; backends are {" + Join(known) +
+        return InvalidArgument("unknown backend " + Quote(backend) + "; backends are {" + Join(known) +
                                "}, or empty/\"auto\" to let the scheduler choose");
     }
     if (op.FindImpl(backend) == nullptr) {
       std::vector<std::string> has;
       for (const auto& i : op.impls) has.push_back(i.backend);
       std::string why =
-          op.name + " has no '" + backend + "' implementation; it has {" + Join(has) + "}";
+          op.name + " has no " + Quote(backend) + " implementation; it has {" + Join(has) + "}";
       if (backend == "cuda" || backend == "cublas")
         if (!devices_.cuda().status.empty()) why += " (" + devices_.cuda().status + ")";
       return FailedPrecondition(why);
@@ -181,7 +181,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
     return Unavailable(op.name + ": " + JoinReasons(reasons) +
                        "; retry on another device or backend");
   std::string msg = op.name + ": no eligible backend";
-  if (!device.empty()) msg += " on device '" + device + "'";
+  if (!device.empty()) msg += " on device " + Quote(device);
   msg += " (" + Join(reasons, "; ") + ")";
   if (!devices_.cuda().status.empty() && !devices_.has_cuda_device())
     msg += "; " + devices_.cuda().status;

@@ -21,7 +21,14 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s
   return r;
 }
 
-Status CheckLease(uint32_t lease) {
+// A buffer's display name is stored and listed for as long as it lives:
+// bounded, like every client string.
+constexpr size_t kMaxBufferName = 256;
+
+Status CheckLeaseAndName(uint32_t lease, const std::string& name) {
+  if (name.size() > kMaxBufferName)
+    return InvalidArgument("name has " + std::to_string(name.size()) + " bytes; at most " +
+                           std::to_string(kMaxBufferName));
   if (lease > kMaxLeaseSeconds)
     return InvalidArgument("lease_seconds " + std::to_string(lease) + " exceeds the maximum " +
                            std::to_string(kMaxLeaseSeconds) + " (7 days); renew with RenewLease instead");
@@ -57,7 +64,7 @@ Status BufferServiceImpl::FindGpu(const std::string& name, DeviceInfo* out) cons
   DeviceWorker* w = devices_.Find(name, &err);
   if (w == nullptr) return err;
   if (!w->info().device.is_cuda())
-    return InvalidArgument("device '" + name + "' is not a GPU; shared memory is registered with RegisterSharedMemory");
+    return InvalidArgument("device " + Quote(name) + " is not a GPU; shared memory is registered with RegisterSharedMemory");
   if (!w->healthy()) return Unavailable(w->info().device.ToString() + " is unhealthy");
   *out = w->info();
   return Status::Ok();
@@ -70,7 +77,7 @@ grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(grpc::Callbac
   if (req->ipc_handle().size() != 64)
     return Done(ctx, InvalidArgument("ipc_handle has " + std::to_string(req->ipc_handle().size()) +
                                      " bytes; a cudaIpcMemHandle_t has exactly 64"));
-  if (Status st = CheckLease(req->lease_seconds()); !st.ok()) return Done(ctx, st);
+  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
   DeviceInfo dev;
   if (req->device_uuid().empty()) return Done(ctx, InvalidArgument("device_uuid is empty; pass the GPU's UUID (GPU-...)"));
   if (Status st = FindGpu(req->device_uuid(), &dev); !st.ok()) return Done(ctx, st);
@@ -86,7 +93,7 @@ grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(grpc::Callbac
 grpc::ServerUnaryReactor* BufferServiceImpl::AllocateBuffer(grpc::CallbackServerContext* ctx,
                                                             const v1::AllocateBufferRequest* req,
                                                             v1::AllocateBufferResponse* resp) {
-  if (Status st = CheckLease(req->lease_seconds()); !st.ok()) return Done(ctx, st);
+  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
   DeviceInfo dev;
   if (Status st = FindGpu(req->device(), &dev); !st.ok()) return Done(ctx, st);
   std::shared_ptr<Region> r;
@@ -105,7 +112,7 @@ grpc::ServerUnaryReactor* BufferServiceImpl::RegisterSharedMemory(grpc::Callback
                                                                   const v1::RegisterSharedMemoryRequest* req,
                                                                   v1::RegisterSharedMemoryResponse* resp) {
   if (!client_buffers_allowed_) return Done(ctx, {StatusCode::kPermissionDenied, client_buffers_why_not_});
-  if (Status st = CheckLease(req->lease_seconds()); !st.ok()) return Done(ctx, st);
+  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
   std::shared_ptr<Region> r;
   if (Status st = OpenSharedMemory(req->shm_name(), req->offset(), req->byte_size(), &r); !st.ok())
     return Done(ctx, st);
