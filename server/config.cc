@@ -43,7 +43,11 @@ std::string FlagsHelp() {
   --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
   --worker_spin_us=N     an idle device thread polls its queue N us before it sleeps:
                          trades CPU for the wake-up latency of a sleeping thread (0)
-  --stream_window=N      requests in flight per ExecuteStream (default 64)
+  --stream_window=N      requests in flight plus responses not yet written, per
+                         ExecuteStream, before it stops reading (default 64)
+  --stream_buffer_mb=N   request + response bytes one ExecuteStream may hold before it
+                         stops reading; a client that does not read its responses is
+                         then held back by HTTP/2 flow control (default 64)
   --drain_timeout_s=S    on SIGTERM, time allowed to finish in-flight work (30)
   --enable_cuda=BOOL     use GPUs when present (default true)
   --ready_file=PATH      write the bound addresses here once serving
@@ -92,6 +96,10 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
          return ParseInt(v, &cfg->worker_spin_us) && cfg->worker_spin_us >= 0 && cfg->worker_spin_us <= 1000000;
        }},
       {"stream_window", [&](const std::string& v) { return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0; }},
+      {"stream_buffer_mb",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->stream_buffer_mb) && cfg->stream_buffer_mb > 0 && cfg->stream_buffer_mb <= 65536;
+       }},
       {"drain_timeout_s",
        [&](const std::string& v) {
          char* end = nullptr;

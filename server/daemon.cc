@@ -145,13 +145,29 @@ void Daemon::Shutdown() {
   // would also wait out idle client connections (seconds), so the waiting
   // for in-flight requests is ours.
   runner_->BeginDrain();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
-  while (runner_->inflight() > 0 && std::chrono::steady_clock::now() < deadline)
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
+  // gRPC's shutdown cancels every call it still holds, and calls that arrive
+  // once it began are killed too: clients read CANCELLED. So it waits until
+  // nothing runs and no request was answered (UNAVAILABLE, while draining)
+  // for kDrainQuiet: by then the answers given are on the wire and the
+  // clients have stopped sending here.
+  uint64_t answered = metrics_->RequestsAnswered();
+  auto last_answer = start;
+  for (auto now = start; now < deadline; now = std::chrono::steady_clock::now()) {
+    if (const uint64_t n = metrics_->RequestsAnswered(); n != answered) {
+      answered = n;
+      last_answer = now;
+    }
+    if (runner_->inflight() == 0 && now - last_answer >= kDrainQuiet) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   if (runner_->inflight() > 0)
     std::fprintf(stderr, "kerneld: drain timeout: cancelling %d requests\n", runner_->inflight());
   server_->Shutdown(std::chrono::system_clock::now());
+  // Not left to the destructor: civetweb's stop otherwise delays exit by up
+  // to 2 s (see Metrics::Stop).
+  metrics_->Stop();
 }
 
 void Daemon::Wait() {

@@ -2,6 +2,7 @@
 // metrics exposer, devices; start-up and graceful drain.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -27,9 +28,15 @@ class Daemon {
 
   // Binds every address and starts serving; "" or a message for the user.
   std::string Start();
-  // Stops accepting, lets in-flight requests finish (up to the drain
-  // timeout), then stops the devices. Safe to call from a signal thread.
+  // Stops accepting (new requests are answered UNAVAILABLE), lets in-flight
+  // requests finish (up to the drain timeout), waits until no request was
+  // answered for kDrainQuiet, then shuts gRPC down and stops the metrics
+  // exposer. Safe to call from a signal thread.
   void Shutdown();
+  // How long the drain waits with nothing answered before gRPC goes: long
+  // enough for the last answers to reach the wire and for clients to stop
+  // sending here; an idle daemon's exit takes about this long.
+  static constexpr std::chrono::milliseconds kDrainQuiet{100};
   void Wait();
 
   const std::vector<std::string>& bound_addresses() const { return bound_; }

@@ -1,6 +1,12 @@
 #include "metrics/metrics.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -75,18 +81,74 @@ Metrics::Series::~Series() {
 Metrics::Metrics() : self_(this, [](Metrics*) {}) {}
 
 Metrics::~Metrics() {
-  exposer_.reset();  // stop scraping before the series go away
+  Stop();  // stop scraping before the series go away
 }
 
 std::string Metrics::Listen(const std::string& addr) {
+  // civetweb serves one connection per thread and waits request_timeout_ms
+  // for a request to arrive: with its defaults (1 thread, 30 s) one idle TCP
+  // connection blinds every scrape for 30 s. Several threads and a short
+  // timeout bound what idle or slow connections can hold; a scraper sends
+  // its request at once and is not hurt.
+  std::vector<std::string> options = {
+      "listening_ports", addr,
+      "num_threads", std::to_string(kExposerThreads),
+      "request_timeout_ms", std::to_string(kExposerRequestTimeoutMs),
+      "enable_keep_alive", "no",  // a kept-alive connection would hold a thread between scrapes
+  };
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(addr, /*num_threads=*/1);
+    exposer_ = std::make_unique<prometheus::Exposer>(std::move(options));
   } catch (const std::exception& e) {
     return "cannot serve metrics on " + addr + ": " + e.what() +
            " (is another kerneld running? use --metrics_listen=HOST:PORT or 'off')";
   }
+  listen_ = addr;
   exposer_->RegisterCollectable(self_);
   return "";
+}
+
+namespace {
+
+// Opens and closes one TCP connection to addr's port (best effort).
+void Poke(const std::string& addr, int port) {
+  std::string host = addr.substr(0, addr.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "0.0.0.0" || host == "*") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(res);
+}
+
+}  // namespace
+
+void Metrics::Stop() {
+  if (!exposer_) return;
+  // civetweb's stop sets a flag and joins its accept thread, which only
+  // looks at the flag between polls of the listening socket (2 s each, fixed
+  // at civetweb's build): exit would wait up to 2 s. Stopping on a thread
+  // while connecting to the port wakes that poll at once.
+  const int port = this->port();
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    exposer_.reset();
+    stopped.store(true);
+  });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!stopped.load() && port > 0 && std::chrono::steady_clock::now() < give_up) {
+    Poke(listen_, port);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stopper.join();
 }
 
 int Metrics::port() const {
@@ -117,6 +179,15 @@ Metrics::Series* Metrics::For(const std::string& op, const std::string& backend,
     slot->device = device;
   }
   return slot.get();
+}
+
+uint64_t Metrics::RequestsAnswered() const {
+  uint64_t n = 0;
+  std::shared_lock lock(mu_);
+  for (const auto& [key, s] : series_)
+    for (const auto& slot : s->request_by_code)
+      if (const AtomicHistogram* h = slot.load(std::memory_order_acquire)) n += h->Read().count;
+  return n;
 }
 
 void Metrics::ObserveRequest(Series* s, StatusCode code, double seconds) {

@@ -47,11 +47,20 @@ class Metrics : public prometheus::Collectable {
   // Starts the HTTP exposer on addr; "" or an error for the user.
   std::string Listen(const std::string& addr);
   int port() const;
+  // Stops the exposer promptly (milliseconds; see Stop()). Idempotent.
+  void Stop();
+  // civetweb settings (see Listen): scrapes stay served while up to
+  // kExposerThreads - 1 connections idle, each for at most the timeout.
+  static constexpr int kExposerThreads = 8;
+  static constexpr int kExposerRequestTimeoutMs = 2000;
   // Where scrape-time gauges come from (either may be null).
   void SetSources(const DeviceManager* devices, const BufferRegistry* buffers);
 
   Series* For(const std::string& op, const std::string& backend, const std::string& device);
   void ObserveRequest(Series* s, StatusCode code, double seconds);
+  // Requests answered so far, every series and code (a scan: for the drain,
+  // not the request path).
+  uint64_t RequestsAnswered() const;
   void ObserveQueueAndExecute(Series* s, double queue_s, double execute_s);
   void AddTransferred(bool in, bool buffer, uint64_t bytes) {
     transferred_[(in ? 0 : 2) + (buffer ? 1 : 0)].fetch_add(bytes, std::memory_order_relaxed);
@@ -61,6 +70,7 @@ class Metrics : public prometheus::Collectable {
 
  private:
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string listen_;  // the address the exposer listens on
   std::shared_ptr<Metrics> self_;  // non-owning alias for the exposer
   const DeviceManager* devices_ = nullptr;
   const BufferRegistry* buffers_ = nullptr;

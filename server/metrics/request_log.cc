@@ -15,17 +15,24 @@ namespace kerneld::server {
 
 namespace {
 
+// Client strings (request ids, op names, messages, attr values) go into the
+// log; raw, a newline or an escape sequence in them would forge log lines or
+// drive the reader's terminal. JSON escapes every control byte (and DEL).
 std::string JsonEscape(const std::string& s) {
   std::string o;
+  o.reserve(s.size());
   for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
     switch (c) {
       case '"': o += "\\\""; break;
       case '\\': o += "\\\\"; break;
       case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (u < 0x20 || u == 0x7f) {
           char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
+          std::snprintf(b, sizeof b, "\\u%04x", u);
           o += b;
         } else {
           o += c;
@@ -34,6 +41,54 @@ std::string JsonEscape(const std::string& s) {
   }
   return o;
 }
+
+}  // namespace
+
+namespace {
+
+// Bytes of s to keep under max_len, never splitting a UTF-8 sequence.
+size_t CutAt(const std::string& s, size_t max_len) {
+  if (s.size() <= max_len) return s.size();
+  size_t n = max_len;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+// The same bound in JSON lines: a client cannot make one line megabytes long.
+std::string JsonCut(const std::string& s, size_t max_len = kMaxLoggedString) {
+  const size_t n = CutAt(s, max_len);
+  return n == s.size() ? JsonEscape(s) : JsonEscape(s.substr(0, n)) + "\u2026";
+}
+
+}  // namespace
+
+std::string TextEscape(const std::string& s, size_t max_len) {
+  const size_t n = CutAt(s, max_len);
+  const bool cut = n < s.size();
+  std::string o;
+  o.reserve(n + 8);
+  for (size_t i = 0; i < n; ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    switch (s[i]) {
+      case '\\': o += "\\\\"; break;  // so an escaped byte and a literal "\\n" differ
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\x%02x", u);
+          o += b;
+        } else {
+          o += s[i];
+        }
+    }
+  }
+  if (cut) o += "\u2026";  // "…"
+  return o;
+}
+
+namespace {
 
 std::string Tensors(const std::vector<TensorView>* vs, const OpDef* op, bool inputs, bool json) {
   std::ostringstream os;
@@ -64,7 +119,7 @@ std::string Attrs(const AttrMap* a, bool json) {
         if (std::holds_alternative<std::string>(v)) val = "\"" + JsonEscape(std::get<std::string>(v)) + "\"";
         os << (first ? "" : ",") << "\"" << k << "\":" << val;
       } else {
-        os << " " << k << "=" << AttrValueToString(v);
+        os << " " << k << "=" << TextEscape(AttrValueToString(v), kMaxLoggedString);
       }
       first = false;
     }
@@ -128,11 +183,12 @@ void RequestLog::Write(const std::string& line) {
 void RequestLog::Start(const RequestRecord& r) {
   if (level_ < 3) return;
   if (json_) {
-    Write("{\"event\":\"start\",\"id\":\"" + JsonEscape(r.request_id) + "\",\"op\":\"" + r.op + "\",\"backend\":\"" +
-          r.backend + "\",\"device\":\"" + r.device + "\",\"inputs\":" + Tensors(r.inputs, r.opdef, true, true) +
+    Write("{\"event\":\"start\",\"id\":\"" + JsonCut(r.request_id) + "\",\"op\":\"" + JsonCut(r.op) + "\",\"backend\":\"" +
+          JsonEscape(r.backend) + "\",\"device\":\"" + JsonEscape(r.device) + "\",\"inputs\":" + Tensors(r.inputs, r.opdef, true, true) +
           ",\"attrs\":" + Attrs(r.attrs, true) + "}\n");
   } else {
-    Write("kerneld: start id=" + r.request_id + " op=" + r.op + " backend=" + r.backend + " device=" + r.device +
+    Write("kerneld: start id=" + TextEscape(r.request_id) + " op=" + TextEscape(r.op) +
+          " backend=" + TextEscape(r.backend) + " device=" + TextEscape(r.device) +
           Tensors(r.inputs, r.opdef, true, false) + Attrs(r.attrs, false) + "\n");
   }
 }
@@ -142,11 +198,12 @@ void RequestLog::Finish(const RequestRecord& r) {
   std::string line;
   const long long us = static_cast<long long>(r.total_ns / 1000);
   if (json_) {
-    line = "{\"event\":\"request\",\"id\":\"" + JsonEscape(r.request_id) + "\",\"op\":\"" + JsonEscape(r.op) +
-           "\",\"backend\":\"" + r.backend + "\",\"device\":\"" + r.device + "\",\"code\":\"" + r.code +
+    line = "{\"event\":\"request\",\"id\":\"" + JsonCut(r.request_id) + "\",\"op\":\"" + JsonCut(r.op) +
+           "\",\"backend\":\"" + JsonEscape(r.backend) + "\",\"device\":\"" + JsonEscape(r.device) +
+           "\",\"code\":\"" + r.code +
            "\",\"total_us\":" + std::to_string(us) + ",\"queue_us\":" + std::to_string(r.queue_ns / 1000) +
            ",\"execute_us\":" + std::to_string(r.execute_ns / 1000);
-    if (!r.message.empty()) line += ",\"error\":\"" + JsonEscape(r.message) + "\"";
+    if (!r.message.empty()) line += ",\"error\":\"" + JsonCut(r.message, kMaxLoggedMessage) + "\"";
     if (level_ >= 3) line += ",\"outputs\":" + Tensors(r.outputs, r.opdef, false, true);
     if (level_ >= 5 && r.outputs && r.code == "OK") {
       line += ",\"output_stats\":{";
@@ -156,13 +213,14 @@ void RequestLog::Finish(const RequestRecord& r) {
     }
     line += "}\n";
   } else {
-    line = "kerneld: request id=" + r.request_id + " op=" + r.op + " backend=" + r.backend + " device=" + r.device +
-           " code=" + r.code + " total_us=" + std::to_string(us);
+    line = "kerneld: request id=" + TextEscape(r.request_id) + " op=" + TextEscape(r.op) +
+           " backend=" + TextEscape(r.backend) + " device=" + TextEscape(r.device) + " code=" + r.code +
+           " total_us=" + std::to_string(us);
     if (level_ >= 3) line += Tensors(r.outputs, r.opdef, false, false);
     if (level_ >= 5 && r.outputs && r.code == "OK")
       for (size_t i = 0; i < r.outputs->size(); ++i)
         line += " " + r.opdef->outputs[i].name + ":" + Stats((*r.outputs)[i], false);
-    if (!r.message.empty()) line += " error=" + r.message;
+    if (!r.message.empty()) line += " error=" + TextEscape(r.message, kMaxLoggedMessage);
     line += "\n";
   }
   Write(line);

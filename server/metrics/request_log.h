@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -23,6 +24,16 @@
 #include "kerneld/v1/kerneld.pb.h"
 
 namespace kerneld::server {
+
+// Client strings in the text log: control bytes as \n, \r, \t or \xHH (and
+// '\\' doubled), so a request can never forge a log line or send escape
+// sequences to a terminal; cut to max_len bytes (on a UTF-8 boundary) + "…".
+// Ids, op names and attr values keep 128 bytes; error messages, which are
+// ours but may quote the client, keep 512 (a backend-by-backend refusal
+// is longer than 128 and worth reading whole).
+inline constexpr size_t kMaxLoggedString = 128;
+inline constexpr size_t kMaxLoggedMessage = 512;
+std::string TextEscape(const std::string& s, size_t max_len = kMaxLoggedString);
 
 struct RequestRecord {
   std::string request_id, op, backend, device, code, message;

@@ -1,114 +1,176 @@
 #include "service/execute_stream.h"
 
-#include <algorithm>
+#include <string>
+#include <utility>
 
 #include "service/kernel_service.h"
 
 namespace kerneld::server {
 
 ExecuteStreamReactor::ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner,
-                                           int window)
-    : ctx_(ctx), runner_(runner), window_(window) {
-  StartNextRead();
+                                           Limits limits)
+    : ctx_(ctx), runner_(runner), limits_(limits) {
+  reading_ = true;
+  StartRead(&read_buf_);
 }
 
-void ExecuteStreamReactor::StartNextRead() {
-  reading_ = std::make_unique<Item>();
-  StartRead(&reading_->req);
+bool ExecuteStreamReactor::FullLocked() const {
+  const int64_t pending = inflight_ + static_cast<int64_t>(write_queue_.size());
+  return pending >= limits_.window || held_bytes_ >= limits_.buffer_bytes;
+}
+
+bool ExecuteStreamReactor::ResumeReadLocked() {
+  if (reading_ || reads_done_ || broken_ || FullLocked()) return false;
+  reading_ = true;
+  return true;
 }
 
 void ExecuteStreamReactor::OnReadDone(bool ok) {
-  if (!ok) {
-    bool finish;
+  grpc::Status final_status;
+  bool finish = false;
+  if (!ok) {  // half-close or cancellation
     {
       std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
       reads_done_ = true;
-      reading_.reset();
-      finish = ShouldFinishLocked();
+      finish = ShouldFinishLocked(&final_status);
     }
-    if (finish) Finish(grpc::Status::OK);
+    if (finish) Finish(final_status);
     return;
   }
-  Item* item = reading_.get();
+  auto item = std::make_unique<Item>();
+  const int64_t n = ++messages_read_;
+  item->req_bytes = static_cast<int64_t>(read_buf_.Length());
+  grpc::Status parsed =
+      grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&read_buf_, &item->req);
+  read_buf_.Clear();
+  if (!parsed.ok()) {
+    // Answer what was already accepted, then end the stream with the reason:
+    // the typed API would have ended it OK and dropped the rest silently.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
+      reads_done_ = true;
+      error_ = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "ExecuteStream message " + std::to_string(n) +
+                                " is not a valid kerneld.v1.ExecuteRequest (" +
+                                std::to_string(item->req_bytes) + " bytes)");
+      finish = ShouldFinishLocked(&final_status);
+    }
+    if (finish) Finish(final_status);
+    return;
+  }
+  Item* raw = item.release();  // owned by its completion (Completed)
   bool read_more;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    running_owner_.push_back(std::move(reading_));
     ++inflight_;
     ++refs_;
-    read_more = inflight_ < window_;
-    read_paused_ = !read_more;
+    held_bytes_ += raw->req_bytes;
+    // Decided before Start: a request rejected inline completes (and may
+    // resume reading) inside Start.
+    read_more = !FullLocked() && !broken_;
+    reading_ = read_more;
   }
-  CallControl ctl = ControlFor(ctx_);
-  runner_.Start(item->req, &item->resp, ctl, [this, item](const Status&) { Completed(item); });
-  if (read_more) StartNextRead();
+  runner_.Start(raw->req, &raw->resp, ControlFor(ctx_),
+                [this, raw](const Status&) { Completed(raw); });
+  if (read_more) StartRead(&read_buf_);
 }
 
-void ExecuteStreamReactor::Completed(Item* item) {
-  const v1::ExecuteResponse* to_write = nullptr;
+void ExecuteStreamReactor::Completed(Item* raw) {
+  std::unique_ptr<Item> item(raw);
+  // Serialize here and free the request and response at once: a queued
+  // response then holds only its wire bytes.
+  bool own = false;
+  if (!grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(item->resp, &item->out, &own)
+           .ok()) {
+    v1::ExecuteResponse small;
+    small.set_request_id(item->resp.request_id());
+    small.mutable_status()->set_code(static_cast<int>(StatusCode::kInternal));
+    small.mutable_status()->set_message("response could not be serialized");
+    item->out.Clear();
+    (void)grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(small, &item->out, &own);
+  }
+  item->out_bytes = static_cast<int64_t>(item->out.Length());
+  v1::ExecuteRequest().Swap(&item->req);  // Clear() would keep the strings' capacity
+  v1::ExecuteResponse().Swap(&item->resp);
+
+  const grpc::ByteBuffer* to_write = nullptr;
   bool resume_read = false, finish = false;
+  grpc::Status final_status;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::find_if(running_owner_.begin(), running_owner_.end(),
-                           [item](const auto& p) { return p.get() == item; });
-    std::unique_ptr<Item> owned = std::move(*it);
-    running_owner_.erase(it);
     --inflight_;
-    if (!write_failed_ && !finished_) {
-      write_queue_.push_back(std::move(owned));
+    held_bytes_ -= item->req_bytes;
+    if (!broken_ && !finished_) {
+      held_bytes_ += item->out_bytes;
+      write_queue_.push_back(std::move(item));
       if (!writing_) {
         writing_ = true;
-        to_write = &write_queue_.front()->resp;
+        to_write = &write_queue_.front()->out;
       }
     }
-    if (read_paused_ && !reads_done_ && !write_failed_ && inflight_ < window_) {
-      read_paused_ = false;
-      resume_read = true;
-    }
-    finish = ShouldFinishLocked();
+    resume_read = ResumeReadLocked();
+    finish = ShouldFinishLocked(&final_status);
   }
   if (to_write) StartWrite(to_write);
-  if (resume_read) StartNextRead();
-  if (finish) Finish(write_failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream broken") : grpc::Status::OK);
+  if (resume_read) StartRead(&read_buf_);
+  if (finish) Finish(final_status);
   Release();
 }
 
 void ExecuteStreamReactor::OnWriteDone(bool ok) {
-  const v1::ExecuteResponse* to_write = nullptr;
-  bool finish;
+  const grpc::ByteBuffer* to_write = nullptr;
+  bool resume_read = false, finish;
+  grpc::Status final_status;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    held_bytes_ -= write_queue_.front()->out_bytes;
     write_queue_.pop_front();
-    if (!ok) {
-      write_failed_ = true;  // the client is gone: drop what is queued
+    if (!ok) {  // the client is gone: drop what is queued
+      broken_ = true;
+      for (const auto& it : write_queue_) held_bytes_ -= it->out_bytes;
       write_queue_.clear();
     }
     if (!write_queue_.empty()) {
-      to_write = &write_queue_.front()->resp;
+      to_write = &write_queue_.front()->out;
     } else {
       writing_ = false;
     }
-    finish = ShouldFinishLocked();
+    resume_read = ResumeReadLocked();
+    finish = ShouldFinishLocked(&final_status);
   }
   if (to_write) StartWrite(to_write);
-  if (finish) Finish(write_failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream broken") : grpc::Status::OK);
+  if (resume_read) StartRead(&read_buf_);
+  if (finish) Finish(final_status);
 }
 
-bool ExecuteStreamReactor::ShouldFinishLocked() {
+bool ExecuteStreamReactor::ShouldFinishLocked(grpc::Status* st) {
   if (finished_) return false;
-  if ((reads_done_ || write_failed_) && inflight_ == 0 && !writing_ && write_queue_.empty() &&
-      (reads_done_ || !read_paused_)) {
-    // With a failed write, reading may still be pending; gRPC ends it when
-    // the call finishes.
-    finished_ = true;
-    return true;
-  }
-  return false;
+  if (!(reads_done_ || broken_) || inflight_ > 0 || writing_ || !write_queue_.empty()) return false;
+  // A read still outstanding (broken stream) ends with OnReadDone(false)
+  // once the call finishes.
+  finished_ = true;
+  if (broken_)
+    *st = grpc::Status(grpc::StatusCode::CANCELLED, "stream broken");
+  else if (error_)
+    *st = *error_;
+  else
+    *st = grpc::Status::OK;
+  return true;
 }
 
 void ExecuteStreamReactor::OnCancel() {
   // In-flight requests see ctx_->IsCancelled() and complete without running;
-  // their completions drive Finish.
+  // a pending write fails. Nothing outstanding: finish here.
+  grpc::Status final_status;
+  bool finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = true;
+    finish = ShouldFinishLocked(&final_status);
+  }
+  if (finish) Finish(final_status);
 }
 
 void ExecuteStreamReactor::OnDone() { Release(); }

@@ -1,25 +1,42 @@
 // ExecuteStream: a bidirectional stream of requests and responses.
 //
-// Requests run concurrently (up to --stream_window in flight; reading pauses
-// beyond that, which is the stream's back-pressure). Responses are written
-// in completion order, one write at a time, and carry their request_id; a
-// failed request reports in its response's status and the stream goes on.
+// Requests run concurrently and responses are written in completion order,
+// one write at a time, each carrying its request_id; a failed request
+// reports in its response's status and the stream goes on.
+//
+// Back-pressure: the stream stops reading while the requests in flight plus
+// the responses waiting to be written reach --stream_window, or while the
+// bytes it holds (requests read and responses not yet written) reach
+// --stream_buffer_mb; it reads again as work completes and writes drain.
+// A client that sends without reading therefore stalls on HTTP/2 flow
+// control instead of growing the daemon's memory.
+//
+// The method is served raw (grpc::ByteBuffer in and out) so that a message
+// that does not parse is told apart from the client's half-close (the typed
+// API reports both as a failed read): it ends the stream with
+// INVALID_ARGUMENT once the responses already due are written.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
-
-#include <grpcpp/grpcpp.h>
+#include <optional>
 
 #include "kerneld/v1/kerneld.grpc.pb.h"
 #include "service/request_runner.h"
 
 namespace kerneld::server {
 
-class ExecuteStreamReactor : public grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse> {
+class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner, int window);
+  struct Limits {
+    int window = 64;                    // requests in flight + responses queued
+    int64_t buffer_bytes = 64LL << 20;  // request + response bytes held
+  };
+  ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner, Limits limits);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -30,27 +47,36 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
   struct Item {
     v1::ExecuteRequest req;
     v1::ExecuteResponse resp;
+    grpc::ByteBuffer out;  // the serialized response, once completed
+    int64_t req_bytes = 0, out_bytes = 0;
   };
-  void Completed(Item* item);
-  void StartNextRead();
-  // Called with mu_ held: finishes once reading ended and nothing is pending.
-  bool ShouldFinishLocked();
+  void Completed(Item* raw);
+  // With mu_ held: whether reading must pause (window or bytes reached).
+  bool FullLocked() const;
+  // With mu_ held: whether a paused read may start again; marks it started.
+  bool ResumeReadLocked();
+  // With mu_ held: finishes once reading ended (or the client is gone) and
+  // nothing is running or waiting to be written; sets *st.
+  bool ShouldFinishLocked(grpc::Status* st);
   void Release();  // drops one reference; the last deletes this
 
   grpc::CallbackServerContext* ctx_;
   RequestRunner& runner_;
-  const int window_;
+  const Limits limits_;
+
+  grpc::ByteBuffer read_buf_;  // one read at a time
+  int64_t messages_read_ = 0;
 
   std::mutex mu_;
-  std::unique_ptr<Item> reading_;
-  std::deque<std::unique_ptr<Item>> write_queue_;
-  std::deque<std::unique_ptr<Item>> running_owner_;  // keeps in-flight items alive
+  std::deque<std::unique_ptr<Item>> write_queue_;  // front is being written while writing_
   int inflight_ = 0;
-  bool read_paused_ = false;
-  bool reads_done_ = false;
+  int64_t held_bytes_ = 0;
+  bool reading_ = false;     // a read is outstanding
+  bool reads_done_ = false;  // half-close, or a message that did not parse
   bool writing_ = false;
-  bool write_failed_ = false;
+  bool broken_ = false;  // a write failed or the call was cancelled
   bool finished_ = false;
+  std::optional<grpc::Status> error_;  // the stream's status once what is due is written
   // References: gRPC's (until OnDone) + one per in-flight request, so a
   // worker completing after a cancelled stream never touches freed memory.
   int refs_ = 1;

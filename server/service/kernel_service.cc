@@ -29,9 +29,12 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Execute(grpc::CallbackServerContext
   return reactor;
 }
 
-grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* KernelServiceImpl::ExecuteStream(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KernelServiceImpl::ExecuteStream(
     grpc::CallbackServerContext* ctx) {
-  return new ExecuteStreamReactor(ctx, runner_, cfg_.stream_window);
+  ExecuteStreamReactor::Limits limits;
+  limits.window = cfg_.stream_window;
+  limits.buffer_bytes = static_cast<int64_t>(cfg_.stream_buffer_mb) << 20;
+  return new ExecuteStreamReactor(ctx, runner_, limits);
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,

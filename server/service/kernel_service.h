@@ -10,13 +10,19 @@
 
 namespace kerneld::server {
 
-class KernelServiceImpl final : public v1::KernelService::CallbackService {
+// ExecuteStream is served raw (ByteBuffers) so a malformed message can be
+// told apart from a half-close; see execute_stream.h.
+using KernelServiceBase = v1::KernelService::WithCallbackMethod_Execute<
+    v1::KernelService::WithRawCallbackMethod_ExecuteStream<v1::KernelService::WithCallbackMethod_ListKernels<
+        v1::KernelService::WithCallbackMethod_GetServerInfo<v1::KernelService::Service>>>>;
+
+class KernelServiceImpl final : public KernelServiceBase {
  public:
   KernelServiceImpl(const Config& cfg, RequestRunner& runner) : cfg_(cfg), runner_(runner) {}
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx, const v1::ExecuteRequest* req,
                                     v1::ExecuteResponse* resp) override;
-  grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* ExecuteStream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExecuteStream(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ListKernels(grpc::CallbackServerContext* ctx,
                                         const v1::ListKernelsRequest* req,
