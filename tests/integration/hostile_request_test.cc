@@ -66,6 +66,7 @@ class HostileRequestTest : public ::testing::Test {
   }
   void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->Log(); }
   void TearDown() override {
+    if (!daemon_->ok()) return;
     EXPECT_TRUE(daemon_->Serving());
     v1::ExecuteResponse resp;
     EXPECT_TRUE(daemon_->client().Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &resp).ok());
@@ -144,6 +145,25 @@ TEST_F(HostileRequestTest, InflightBudget) {
   EXPECT_GE(ok.load(), 1);
   EXPECT_EQ(ok.load() + exhausted.load(), 6);
   EXPECT_LT(PeakRssBytes(daemon_->pid()), int64_t{1536} << 20);
+}
+
+// One request larger than the whole budget is refused before its output is
+// allocated, deterministically (no concurrency needed).
+TEST(HostileRequestBudget, RequestOverBudgetIsRefused) {
+  Daemon d({"--max_inflight_mb=16"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto req = MakeRequest("scale", {{"x", DType::kFloat32, {3 << 20}}});  // 12 MiB in, 12 MiB out
+  (*req.mutable_attrs())["factor"].set_f(2);
+  v1::ExecuteResponse resp;
+  grpc::Status st = d.client().Execute(req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("--max_inflight_mb"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("24 MiB"), std::string::npos) << st.error_message();
+  // Within the budget it runs, and the budget is given back after each call.
+  auto small = MakeRequest("scale", {{"x", DType::kFloat32, {1 << 20}}});
+  (*small.mutable_attrs())["factor"].set_f(2);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(d.client().Execute(small, &resp).ok()) << i;
+  EXPECT_EQ(d.Terminate(), 0);
 }
 
 TEST_F(HostileRequestTest, RankLimit) {
