@@ -52,7 +52,8 @@ Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& 
   if (reg == nullptr) return {StatusCode::kUnimplemented, what + ": this server has no buffer registry"};
   RegionPin pin;
   char* p = nullptr;
-  Status st = reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), ItemSize(dt), &pin, &p);
+  Status st =
+      reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), dt, &pin, &p);
   if (!st.ok()) return Status(st.code(), what + ": " + st.message());
   v->data = p;
   v->byte_offset = 0;
@@ -324,8 +325,10 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
   const v1::ExecuteRequest* reqp = &req;
   Metrics* metrics = &metrics_;
   Metrics::Series* series = metrics_.For(d->op->name, backend, device_label);
-  task->done = [d, resp, done, arrival, arrival_ns, device_id, log, trace, reqp, record, metrics, series](
-                   Status st, const TaskTiming& timing) {
+  task->done = [d, resp, done, arrival, arrival_ns, device_id, log, trace, reqp, record, metrics,
+                series](Status st, const TaskTiming& timing) {
+    // A client that shrank its shared memory under the kernel voids the results.
+    if (st.ok()) st = CheckPinsAfterUse(d->pins);
     auto* info = resp->mutable_info();
     info->set_backend(record->backend.empty() ? series->backend : record->backend);
     info->set_device(device_id);
