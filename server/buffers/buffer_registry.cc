@@ -6,9 +6,12 @@ namespace kerneld::server {
 
 std::string_view BufferKindName(BufferKind k) {
   switch (k) {
-    case BufferKind::kCudaIpc: return "cuda_ipc";
-    case BufferKind::kServerAllocated: return "server_allocated";
-    case BufferKind::kSharedMemory: return "shared_memory";
+    case BufferKind::kCudaIpc:
+      return "cuda_ipc";
+    case BufferKind::kServerAllocated:
+      return "server_allocated";
+    case BufferKind::kSharedMemory:
+      return "shared_memory";
   }
   return "?";
 }
@@ -21,9 +24,25 @@ int64_t SteadyNowNs() {
 
 namespace {
 void Touch(Region& r) {
-  if (r.lease_seconds > 0) r.expires_ns.store(SteadyNowNs() + int64_t{r.lease_seconds} * 1000000000);
+  if (r.lease_seconds > 0)
+    r.expires_ns.store(SteadyNowNs() + int64_t{r.lease_seconds} * 1000000000);
 }
+
 }  // namespace
+
+Status FaultedStatus(const Region& r) {
+  return FailedPrecondition(
+      "buffer " + Quote(r.id) + " (" + Quote(r.name) +
+      ") faulted: its owner shrank the shared-memory object while a request was using it, "
+      "so kerneld replaced its mapping with zeros and will not use it again; unregister it "
+      "and register it again");
+}
+
+Status CheckPinsAfterUse(const std::vector<RegionPin>& pins) {
+  for (const RegionPin& p : pins)
+    if (p.faulted()) return FaultedStatus(*p.region());
+  return Status::Ok();
+}
 
 BufferRegistry::BufferRegistry(bool start_reaper) {
   if (start_reaper) reaper_ = std::thread([this] { ReaperLoop(); });
@@ -52,29 +71,44 @@ std::string BufferRegistry::Add(std::shared_ptr<Region> region) {
   return buf;
 }
 
-std::string BufferRegistry::CheckBounds(uint64_t offset, uint64_t nbytes, uint64_t region_size, uint64_t align) {
+std::string BufferRegistry::CheckBounds(uint64_t offset, uint64_t nbytes, uint64_t region_size,
+                                        uint64_t align) {
   uint64_t end = 0;
   if (__builtin_add_overflow(offset, nbytes, &end) || end > region_size)
-    return "offset " + std::to_string(offset) + " + " + std::to_string(nbytes) + " bytes exceeds the region's " +
-           std::to_string(region_size) + " bytes";
+    return "offset " + std::to_string(offset) + " + " + std::to_string(nbytes) +
+           " bytes exceeds the region's " + std::to_string(region_size) + " bytes";
   if (align > 1 && offset % align != 0)
-    return "offset " + std::to_string(offset) + " is not a multiple of the element size " + std::to_string(align) +
-           " (tensor of " + std::to_string(nbytes) + " bytes in a region of " + std::to_string(region_size) + ")";
+    return "offset " + std::to_string(offset) + " is not a multiple of the element size " +
+           std::to_string(align) + " (tensor of " + std::to_string(nbytes) +
+           " bytes in a region of " + std::to_string(region_size) + ")";
   return "";
 }
 
-Status BufferRegistry::Find(const Principal& who, const std::string& id, std::shared_ptr<Region>* out) const {
+Status BufferRegistry::Find(const Principal& who, const std::string& id,
+                            std::shared_ptr<Region>* out) const {
   auto it = regions_.find(id);
   // Another principal's buffer is reported exactly like a missing one: its
   // existence is not the caller's business.
   if (it == regions_.end() || it->second->owner != who)
-    return NotFound("buffer '" + id + "' not found (never registered, unregistered, or its lease expired)");
+    return NotFound("buffer " + Quote(id) +
+                    " not found (never registered, unregistered, or its lease expired)");
   *out = it->second;
   return Status::Ok();
 }
 
 Status BufferRegistry::Resolve(const Principal& who, const std::string& buffer_id, uint64_t offset,
                                uint64_t nbytes, uint64_t align, RegionPin* pin, char** ptr) {
+  return ResolveImpl(who, buffer_id, offset, nbytes, align, "", pin, ptr);
+}
+
+Status BufferRegistry::Resolve(const Principal& who, const std::string& buffer_id, uint64_t offset,
+                               uint64_t nbytes, DType dtype, RegionPin* pin, char** ptr) {
+  return ResolveImpl(who, buffer_id, offset, nbytes, ItemSize(dtype), DTypeName(dtype), pin, ptr);
+}
+
+Status BufferRegistry::ResolveImpl(const Principal& who, const std::string& buffer_id,
+                                   uint64_t offset, uint64_t nbytes, uint64_t align,
+                                   std::string_view dtype_name, RegionPin* pin, char** ptr) {
   std::shared_ptr<Region> r;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -83,16 +117,41 @@ Status BufferRegistry::Resolve(const Principal& who, const std::string& buffer_i
     // (and defers) or removed the id first (and we report NOT_FOUND).
     *pin = RegionPin(r);
   }
-  if (std::string why = CheckBounds(offset, nbytes, r->size, align); !why.empty()) {
+  // Alignment is checked below on the absolute address; here only bounds.
+  if (std::string why = CheckBounds(offset, nbytes, r->size, 1); !why.empty()) {
     pin->Reset();
-    return InvalidArgument("buffer '" + buffer_id + "': " + why);
+    return InvalidArgument("buffer " + Quote(buffer_id) + ": " + why);
+  }
+  // In bounds, so base + offset is inside the mapping (no wraparound).
+  const uint64_t misalign = align > 1 ? (reinterpret_cast<uintptr_t>(r->base) + offset) % align : 0;
+  if (misalign != 0) {
+    const uint64_t base_mod = reinterpret_cast<uintptr_t>(r->base) % align;
+    const std::string what = dtype_name.empty() ? "data" : std::string(dtype_name) + " data";
+    pin->Reset();
+    return InvalidArgument(
+        "buffer " + Quote(buffer_id) + ": offset " + std::to_string(offset) + " places " + what +
+        " at an address that is not a multiple of the element size " + std::to_string(align) +
+        " (required alignment " + std::to_string(align) + " bytes; the region itself starts " +
+        std::to_string(base_mod) + " bytes past such a boundary" +
+        (base_mod != 0 ? ", so register it at an aligned offset" : "") + ")");
+  }
+  if (r->faulted()) {
+    pin->Reset();
+    return FaultedStatus(*r);
+  }
+  if (r->check) {
+    if (Status st = r->check(); !st.ok()) {
+      pin->Reset();
+      return Status(st.code(), "buffer " + Quote(buffer_id) + ": " + st.message());
+    }
   }
   Touch(*r);
   *ptr = r->base + offset;
   return Status::Ok();
 }
 
-Status BufferRegistry::Unregister(const Principal& who, const std::string& buffer_id, bool* deferred) {
+Status BufferRegistry::Unregister(const Principal& who, const std::string& buffer_id,
+                                  bool* deferred) {
   std::shared_ptr<Region> r;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -103,7 +162,8 @@ Status BufferRegistry::Unregister(const Principal& who, const std::string& buffe
   return Status::Ok();  // r's release runs when the last holder lets go
 }
 
-Status BufferRegistry::Renew(const Principal& who, const std::string& buffer_id, std::shared_ptr<Region>* out) {
+Status BufferRegistry::Renew(const Principal& who, const std::string& buffer_id,
+                             std::shared_ptr<Region>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   KERNELD_RETURN_IF_ERROR(Find(who, buffer_id, out));
   Touch(**out);

@@ -11,10 +11,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "buffers/region.h"
+#include "kerneld/dtype.h"
 #include "kerneld/status.h"
 
 namespace kerneld::server {
@@ -35,8 +37,18 @@ class BufferRegistry {
   // Resolves (buffer_id, offset) for a tensor of `nbytes` bytes whose
   // elements are `align` bytes wide. On success *pin holds the region and
   // *ptr points at the first byte. Renews the lease.
-  Status Resolve(const Principal& who, const std::string& buffer_id, uint64_t offset, uint64_t nbytes,
-                 uint64_t align, RegionPin* pin, char** ptr);
+  //
+  // The absolute address base + offset must be a multiple of `align`: a
+  // shared-memory region registered at an odd offset has a misaligned base,
+  // and the kernels load elements with natural alignment. Refused, not
+  // copied: a copy would turn a zero-copy reference into a silent slow path.
+  // A region whose memory went bad (Region::check, Region::faulted) fails
+  // here with FAILED_PRECONDITION before anything touches it.
+  Status Resolve(const Principal& who, const std::string& buffer_id, uint64_t offset,
+                 uint64_t nbytes, uint64_t align, RegionPin* pin, char** ptr);
+  // The same for a tensor of `dtype`, whose name then appears in messages.
+  Status Resolve(const Principal& who, const std::string& buffer_id, uint64_t offset,
+                 uint64_t nbytes, DType dtype, RegionPin* pin, char** ptr);
 
   // Removes the id now; the memory is released when the last pin drops.
   // *deferred says whether requests still hold it.
@@ -50,9 +62,13 @@ class BufferRegistry {
   size_t size() const;
 
   // Pure bounds arithmetic, exposed for tests: "" when in bounds, else why.
-  static std::string CheckBounds(uint64_t offset, uint64_t nbytes, uint64_t region_size, uint64_t align);
+  static std::string CheckBounds(uint64_t offset, uint64_t nbytes, uint64_t region_size,
+                                 uint64_t align);
 
  private:
+  Status ResolveImpl(const Principal& who, const std::string& buffer_id, uint64_t offset,
+                     uint64_t nbytes, uint64_t align, std::string_view dtype_name, RegionPin* pin,
+                     char** ptr);
   Status Find(const Principal& who, const std::string& id, std::shared_ptr<Region>* out) const;
   void ReaperLoop();
 
@@ -65,5 +81,14 @@ class BufferRegistry {
 };
 
 int64_t SteadyNowNs();
+
+// Call when a request that holds `pins` has finished running (before its
+// response is sent): FAILED_PRECONDITION when one of its regions faulted
+// meanwhile (its owner shrank a shared-memory object under the kernel), so
+// the request fails instead of returning zeros as results; OK otherwise.
+Status CheckPinsAfterUse(const std::vector<RegionPin>& pins);
+
+// The status of a faulted region, shared by Resolve and CheckPinsAfterUse.
+Status FaultedStatus(const Region& r);
 
 }  // namespace kerneld::server

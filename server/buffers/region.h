@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "kerneld/status.h"
 #include "kerneld/tensor.h"
 
 namespace kerneld::server {
@@ -35,6 +36,17 @@ struct Region {
 
   // Lease expiry, as steady-clock nanoseconds (atomic: renewed on every use).
   std::atomic<int64_t> expires_ns{0};
+
+  // Why the memory can no longer be used, checked on every Resolve; unset
+  // means always usable. Shared memory sets it: its owner can shrink the
+  // object under the mapping, and touching pages past the new end is SIGBUS.
+  std::function<Status()> check;
+
+  // Set by the SIGBUS handler when the owner shrank a shared-memory object
+  // while a request was touching it: the mapping now holds private zero
+  // pages, so that request's results (and every later use) are void.
+  std::atomic<bool> fault_flag{false};
+  bool faulted() const { return fault_flag.load(std::memory_order_acquire); }
 
   ~Region() {
     if (release) release();
@@ -60,6 +72,9 @@ class RegionPin {
     region_.reset();
   }
   const std::shared_ptr<Region>& region() const { return region_; }
+  // True when the region faulted (see Region::fault_flag): a request that
+  // holds this pin must fail even if its kernel returned OK.
+  bool faulted() const { return region_ && region_->faulted(); }
 
  private:
   std::shared_ptr<Region> region_;

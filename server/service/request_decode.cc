@@ -22,7 +22,7 @@ Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& 
   if (reg == nullptr) return {StatusCode::kUnimplemented, what + ": this server has no buffer registry"};
   RegionPin pin;
   char* p = nullptr;
-  Status st = reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), ItemSize(dt), &pin, &p);
+  Status st = reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), dt, &pin, &p);
   if (!st.ok()) return Status(st.code(), what + ": " + st.message());
   v->data = p;
   v->byte_offset = 0;
