@@ -104,7 +104,9 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          char* end = nullptr;
          cfg->drain_timeout_s = std::strtod(v.c_str(), &end);
-         return !v.empty() && *end == '\0' && cfg->drain_timeout_s >= 0;
+         // Finite and at most 1e6 s: the daemon turns it into milliseconds
+         // in an int64 (inf or 1e300 overflowed that conversion, UB).
+         return !v.empty() && *end == '\0' && cfg->drain_timeout_s >= 0 && cfg->drain_timeout_s <= 1e6;
        }},
       {"enable_cuda", [&](const std::string& v) { return ParseBool(v, &cfg->enable_cuda); }},
       {"ready_file", [&](const std::string& v) { cfg->ready_file = v; return true; }},

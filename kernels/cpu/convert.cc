@@ -1,6 +1,7 @@
 #include "cpu/convert.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -63,7 +64,13 @@ bool HasAvx2() {
 }
 
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // cpuid leaf 1, ecx bit 29: clang (14) does not know "f16c" as a
+  // __builtin_cpu_supports feature; "avx" also checks the OS saves ymm.
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0 &&
+           __builtin_cpu_supports("avx");
+  }();
   return has;
 }
 #endif

@@ -68,7 +68,8 @@ Status RmsNorm(KernelContext& ctx) {
   const TensorView& x = ctx.input("x");
   const TensorView& w = ctx.input("weight");
   TensorView& y = ctx.output("y");
-  const auto [rows, h] = RowsOf(x);
+  const NormShape shape = RowsOf(x);  // not a structured binding: clang 14 cannot capture those
+  const int64_t rows = shape.rows, h = shape.h;
   if (rows == 0) return Status::Ok();
   const float eps = static_cast<float>(ctx.attr_f("eps"));
   const float bias = static_cast<float>(ctx.attr_f("weight_bias"));
@@ -102,7 +103,8 @@ Status FusedAddRmsNorm(KernelContext& ctx) {
   const TensorView& w = ctx.input("weight");
   TensorView& x_out = ctx.output("x");
   TensorView& res_out = ctx.output("residual");
-  const auto [rows, h] = RowsOf(x);
+  const NormShape shape = RowsOf(x);  // not a structured binding: clang 14 cannot capture those
+  const int64_t rows = shape.rows, h = shape.h;
   if (rows == 0) return Status::Ok();
   const float eps = static_cast<float>(ctx.attr_f("eps"));
   const float bias = static_cast<float>(ctx.attr_f("weight_bias"));
@@ -139,7 +141,8 @@ Status LayerNorm(KernelContext& ctx) {
   const TensorView& g = ctx.input("gamma");
   const TensorView& b = ctx.input("beta");
   TensorView& y = ctx.output("y");
-  const auto [rows, h] = RowsOf(x);
+  const NormShape shape = RowsOf(x);  // not a structured binding: clang 14 cannot capture those
+  const int64_t rows = shape.rows, h = shape.h;
   if (rows == 0) return Status::Ok();
   const float eps = static_cast<float>(ctx.attr_f("eps"));
   return DispatchFloating(x.dtype, "layernorm", [&](auto tag) {

@@ -1,7 +1,7 @@
 // Integration-test fixture: starts the real kerneld binary on an ephemeral
 // loopback port (and a unix socket), waits for its ready file, and talks to
 // it through the real client library. Teardown sends SIGTERM and checks the
-// daemon exits 0.
+// daemon exits 0; a sanitizer report in its stderr fails the test.
 #pragma once
 
 #include <arpa/inet.h>
@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -79,6 +80,12 @@ class Daemon {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    // A sanitized daemon (scripts/test's sanitizer stage) halts on its first
+    // report and exits non-zero, which Terminate() returns; LeakSanitizer
+    // reports at exit (status 23). Whatever the test checked, a report in
+    // the daemon's stderr fails it.
+    if (std::string report = SanitizerReport(); !report.empty())
+      ADD_FAILURE() << "kerneld wrote a sanitizer report:\n" << report;
     std::string cmd = "rm -rf " + dir_;
     if (std::system(cmd.c_str()) != 0) std::perror("rm");
   }
@@ -94,6 +101,18 @@ class Daemon {
     std::stringstream ss;
     ss << f.rdbuf();
     return ss.str();
+  }
+
+  // The daemon's ASan / LSan / UBSan report (from its first line), or "".
+  std::string SanitizerReport() const {
+    const std::string log = Log();
+    size_t at = std::string::npos;
+    for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                               "runtime error: ", "UndefinedBehaviorSanitizer"})
+      at = std::min(at, log.find(marker));
+    if (at == std::string::npos) return "";
+    at = log.rfind('\n', at);
+    return log.substr(at == std::string::npos ? 0 : at + 1);
   }
 
   // SIGTERM and wait; returns the exit status (or -1 on signal / timeout).

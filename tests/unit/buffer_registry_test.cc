@@ -37,8 +37,8 @@ TEST(Bounds, Arithmetic) {
 }
 
 TEST(Registry, ResolveChecksOwnerAndBounds) {
+  int released = 0;  // before the registry, which releases into it when destroyed
   BufferRegistry reg(false);
-  int released = 0;
   std::string id = reg.Add(MakeRegion(1024, &released));
   RegionPin pin;
   char* p = nullptr;
@@ -54,8 +54,8 @@ TEST(Registry, ResolveChecksOwnerAndBounds) {
 }
 
 TEST(Registry, UnregisterInUseIsDeferredAndTwiceIsNotFound) {
+  int released = 0;  // before the registry, which releases into it when destroyed
   BufferRegistry reg(false);
-  int released = 0;
   std::string id = reg.Add(MakeRegion(1024, &released));
   RegionPin pin;
   char* p = nullptr;
@@ -72,8 +72,8 @@ TEST(Registry, UnregisterInUseIsDeferredAndTwiceIsNotFound) {
 }
 
 TEST(Registry, LeasesExpireUnlessUsedOrRenewed) {
+  int r1 = 0, r2 = 0, r3 = 0;  // before the registry, which releases into them when destroyed
   BufferRegistry reg(false);
-  int r1 = 0, r2 = 0, r3 = 0;
   std::string a = reg.Add(MakeRegion(64, &r1, /*lease=*/1));
   std::string b = reg.Add(MakeRegion(64, &r2, /*lease=*/1));
   std::string c = reg.Add(MakeRegion(64, &r3, /*lease=*/0));
