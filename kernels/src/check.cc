@@ -153,6 +153,13 @@ Status ValidateInputs(const OpDef& op, const std::vector<TensorView>& inputs,
     if (t.dtype == DType::kInvalid)
       return InvalidArgument(op.name + ": missing input '" + def.name + "'");
     KERNELD_RETURN_IF_ERROR(CheckTensorSize(op.name + ": input '" + def.name + "'", t.dtype, t.shape));
+    // Kernels load whole elements: a view must start on a multiple of its
+    // element size (the server realigns inline bytes and refuses buffer
+    // references that would break this).
+    if (reinterpret_cast<uintptr_t>(t.raw()) % ItemSize(t.dtype) != 0)
+      return InvalidArgument(op.name + ": input '" + def.name + "' starts at an address that is not a multiple of its " +
+                             std::string(DTypeName(t.dtype)) + " size (" + std::to_string(ItemSize(t.dtype)) +
+                             " bytes)");
     if (!def.dtypes.Contains(t.dtype))
       return InvalidArgument(op.name + ": '" + def.name + "' dtype " +
                              std::string(DTypeName(t.dtype)) + " not in " +

@@ -43,6 +43,14 @@ struct OpRun {
   HostTensors outputs;  // decoded outputs (in-place outputs included)
 };
 
+// `misalign` rounded up to the dtype's size: views stay naturally aligned
+// (the library's contract, checked by ValidateInputs; the server refuses
+// other references) but off every vector width the kernels prefer.
+inline size_t NaturalMisalign(size_t misalign, DType dt) {
+  const size_t item = ItemSize(dt);
+  return (misalign + item - 1) / item * item;
+}
+
 // Runs `op` with `backend`'s implementation on the CPU. Outputs that are not
 // in place are poisoned first. When `alias` names an output, it is written
 // into its may_alias input's memory (in place).
@@ -64,7 +72,7 @@ inline OpRun RunOnCpu(const std::string& op_name, const HostTensors& inputs, con
     auto it = inputs.find(op->inputs[i].name);
     if (it == inputs.end()) continue;
     std::string bytes = client::Encode(it->second.dtype, it->second.values);
-    bufs.push_back(std::make_unique<HostBuffer>(bytes.size(), misalign));
+    bufs.push_back(std::make_unique<HostBuffer>(bytes.size(), NaturalMisalign(misalign, it->second.dtype)));
     std::memcpy(bufs.back()->data, bytes.data(), bytes.size());
     TensorView& v = ctx.inputs[i];
     v.data = bufs.back()->data;
@@ -87,7 +95,8 @@ inline OpRun RunOnCpu(const std::string& op_name, const HostTensors& inputs, con
     if (!src.empty()) {
       v.data = ctx.inputs[static_cast<size_t>(op->InputIndex(src))].data;
     } else {
-      bufs.push_back(std::make_unique<HostBuffer>(static_cast<size_t>(v.nbytes()), misalign));
+      bufs.push_back(
+          std::make_unique<HostBuffer>(static_cast<size_t>(v.nbytes()), NaturalMisalign(misalign, v.dtype)));
       Poison(bufs.back()->data, bufs.back()->bytes);
       v.data = bufs.back()->data;
     }

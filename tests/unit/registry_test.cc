@@ -4,6 +4,7 @@
 
 #include "kerneld/check.h"
 #include "kerneld/op.h"
+#include "kerneld/size.h"
 
 namespace kerneld {
 namespace {
@@ -59,6 +60,41 @@ TEST(Validation, SymbolicDimMismatchNamesTheDim) {
   ShapeBindings b;
   Status st = ValidateInputs(op, {View(DType::kFloat32, {2, 4096}), View(DType::kFloat32, {4095})}, {}, &b);
   EXPECT_EQ(st.message(), "norm: 'weight' dim 0 ('hidden_size'): expected 4096, got 4095");
+}
+
+// A view off its element size's alignment is refused before any kernel
+// loads from it (UBSan: misaligned loads in the CPU kernels).
+TEST(Validation, MisalignedViewIsRefused) {
+  OpDef op = NormLike();
+  ShapeBindings b;
+  alignas(16) static float storage[64];
+  TensorView x = View(DType::kFloat32, {2, 8}), w = View(DType::kFloat32, {8});
+  x.data = reinterpret_cast<char*>(storage) + 2;
+  w.data = storage;
+  Status st = ValidateInputs(op, {x, w}, {}, &b);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("not a multiple of its float32 size (4 bytes)"), std::string::npos) << st.message();
+  x.data = reinterpret_cast<char*>(storage) + 4;  // aligned to the element, not to 16: fine
+  EXPECT_TRUE(ValidateInputs(op, {x, w}, {}, &b).ok());
+}
+
+// Sizes are checked once for every op: rank, overflow, the 2^48-byte cap.
+TEST(Validation, CheckedSizes) {
+  OpDef op = NormLike();
+  ShapeBindings b;
+  Status st = ValidateInputs(op, {View(DType::kFloat32, {int64_t{1} << 40, 4096}), View(DType::kFloat32, {4096})},
+                             {}, &b);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("larger than any tensor"), std::string::npos) << st.message();
+  EXPECT_EQ(CheckedNumel({int64_t{1} << 32, int64_t{1} << 32}), std::nullopt);
+  EXPECT_EQ(CheckedNumel({3, 0, int64_t{1} << 62}), 0);
+  EXPECT_EQ(CheckedBytes({int64_t{1} << 62}, DType::kFloat32), std::nullopt);
+  EXPECT_EQ(CheckedRangeEnd(~uint64_t{0}, 2, ~uint64_t{0}), std::nullopt);
+  EXPECT_EQ(CheckedRangeEnd(8, 8, 16), 16u);
+  EXPECT_EQ(HumanBytes(int64_t{4} << 40), "4 TiB");
+  EXPECT_EQ(Quote(std::string(200, 'a')).size(), 1 + 128 + std::string("…").size() + 1);
+  EXPECT_EQ(Quote("a\nb\x01"), "'a\\nb\\x01'");
+  EXPECT_LE(Status(StatusCode::kInternal, std::string(100000, 'x')).message().size(), kMaxStatusMessage + 32);
 }
 
 TEST(Validation, RankAndMissingAndSameDType) {
