@@ -43,6 +43,7 @@ bool FloorKernelScale(std::string* bytes, bool float32, float factor) {
   if (bytes->size() > s.capacity) {
     if (s.dev != nullptr) cudaFree(s.dev);
     s.dev = nullptr;
+    s.capacity = 0;
     if (cudaMalloc(&s.dev, bytes->size()) != cudaSuccess) return false;
     s.capacity = bytes->size();
   }
@@ -51,9 +52,8 @@ bool FloorKernelScale(std::string* bytes, bool float32, float factor) {
     return false;
   if (float32) {
     const int64_t n = static_cast<int64_t>(bytes->size() / sizeof(float));
-    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 1024));
-    ScaleKernel < < <blocks> 0 ? blocks : 1, 256, 0,
-        s.stream >>> (static_cast<float*>(s.dev), n, factor);
+    const int blocks = static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 1024));
+    ScaleKernel<<<blocks, 256, 0, s.stream>>>(static_cast<float*>(s.dev), n, factor);
   }
   if (cudaMemcpyAsync(bytes->data(), s.dev, bytes->size(), cudaMemcpyDeviceToHost, s.stream) !=
       cudaSuccess)

@@ -56,7 +56,7 @@ ready_tcp() {
 
 # shellcheck disable=SC2086
 "$kerneld" --listen=127.0.0.1:0 --listen="unix:$dir/kerneld.sock" --metrics_listen=off \
-  --ready_file="$dir/kerneld.ready" ${KERNELD_FLAGS:-} 2>"$dir/kerneld.log" &
+  --ready_file="$dir/kerneld.ready" ${KERNELD_FLAGS:-} >"$dir/kerneld.log" 2>&1 &
 pids+=($!)
 declare -A tcp
 tcp[kerneld]=$(ready_tcp "$dir/kerneld.ready")
