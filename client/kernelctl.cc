@@ -4,6 +4,7 @@
 //   kernelctl list [OP]
 //   kernelctl health
 //   kernelctl run scale --dtype float16 --shape 4096 --attr factor=2.0 --check
+//   kernelctl perf scale --shape 16 --attr factor=2 --concurrency 1,8,32 --compare-floor ADDR
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <semaphore>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -18,9 +20,10 @@
 
 #include "buffers.h"
 #include "client.h"
+#include "kerneld/check.h"
+#include "perf.h"
 #include "reference.h"
 #include "replay.h"
-#include "kerneld/check.h"
 #include "tensor_util.h"
 
 #ifdef KERNELD_WITH_CUDA
@@ -55,13 +58,30 @@ commands:
       --attr K=V               attr (repeatable); V is a number, true/false or text
       --backend B --device D   scheduler hints
       --repeat N               requests to send (default 1; latency percentiles)
-      --stream                 send the repeats on one ExecuteStream
+      --stream                 send the repeats on one ExecuteStream, ping-pong (one in
+                               flight): each latency is that request's own round trip
+      --pipeline N             with --stream: up to N requests in flight (latencies then
+                               include waiting behind the earlier ones)
       --check                  compare with a float64 host reference
       --seed N                 random seed (default 1)
       --via MODE               how tensors travel: inline (default), shm (POSIX shared
                                memory), ipc (client cudaMalloc + CUDA IPC), server-buffer
                                (AllocateBuffer); buffer modes pass references, zero copy
       --gpu N                  CUDA device of this process for ipc/server-buffer (default 0)
+  perf OP [run's input options] [options]
+                               load generator (like perf_analyzer): per level, throughput,
+                               client p50/p90/p99/p99.9, kerneld's stage breakdown, errors
+                               by code, client CPU per request; see docs/performance.md
+      --concurrency 1,4,16     closed loop: levels of N clients, one request in flight each
+      --request-rate R[,R2]    open loop instead: R requests/s on a fixed schedule (unary)
+      --connections N          share N connections (default: one per client)
+      --mode unary|stream      unary Execute, or one ExecuteStream per client (ping-pong)
+      --window-ms MS           measurement window (default 1000); a level ends when three
+                               windows in a row agree within 10% in throughput and p50
+      --max-windows N          at most N windows per level (default 10)
+      --compare-floor ADDR     run each level against the floor server at ADDR too
+                               (bench/echo_floor_server) and print kerneld / floor ratios
+      --json FILE              write one JSON record per level and target
 )";
 
 std::string Flag(std::vector<std::string>& args, const std::string& name, const std::string& def) {
@@ -191,7 +211,8 @@ double Percentile(std::vector<double> v, double p) {
 // "...", a constant, or [k*]symbol ("[..., 2*d]"). Anything else is left to --shape.
 bool SimplePattern(const std::string& text) {
   static const std::regex kItem(R"(\s*(\.\.\.|\d{1,9}|(\d{1,9}\s*\*\s*)?[A-Za-z_]\w{0,63})\s*)");
-  if (text.size() < 2 || text.size() > 512 || text.front() != '[' || text.back() != ']') return false;
+  if (text.size() < 2 || text.size() > 512 || text.front() != '[' || text.back() != ']')
+    return false;
   std::stringstream ss(text.substr(1, text.size() - 2));
   std::string item;
   int ellipses = 0;
@@ -207,9 +228,8 @@ bool SimplePattern(const std::string& text) {
 // (rmsnorm --shape 16x4096 sends weight [4096]). An input whose rule
 // names a symbol the first input does not bind, or says "[...]", takes
 // --shape too. An input that does not accept --dtype takes its first dtype.
-std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> InferInputs(const v1::KernelInfo& k,
-                                                                                   kerneld::DType dtype,
-                                                                                   const std::vector<int64_t>& shape) {
+std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> InferInputs(
+    const v1::KernelInfo& k, kerneld::DType dtype, const std::vector<int64_t>& shape) {
   std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> out;
   kerneld::ShapeBindings bind;
   bool bound = false;
@@ -233,7 +253,27 @@ std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> InferInpu
   return out;
 }
 
-int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) {
+// What `run` and `perf` send: the request with its random inputs (inline,
+// or in a registered buffer for --via shm/ipc/server-buffer), built from the
+// op's schema and the shared options (--dtype --shape --input --attr
+// --backend --device --via --gpu --seed). Callers take their own options out
+// of args first; anything left over is an error.
+struct Prepared {
+  v1::ExecuteRequest req;
+  HostTensors inputs;          // the host values, for --check
+  kerneld::AttrMap attrs;      // the attrs, for --check
+  v1::ListKernelsResponse lk;  // the op's schema
+  std::string via;
+  std::unique_ptr<SharedBuffer> buf;  // --via other than inline
+};
+
+// Returns -1 when *p is ready, else the exit status.
+int PrepareRequest(KernelClient& c, const std::string& op, std::vector<std::string>& args,
+                   Prepared* p) {
+  v1::ExecuteRequest& req = p->req;
+  HostTensors& inputs = p->inputs;
+  v1::ListKernelsResponse& lk = p->lk;
+  std::unique_ptr<SharedBuffer>& buf = p->buf;
   auto dtype = kerneld::ParseDType(Flag(args, "--dtype", "float32"));
   if (!dtype) return std::fprintf(stderr, "kernelctl: unknown --dtype\n"), 2;
   std::vector<int64_t> shape;
@@ -250,11 +290,10 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
       return std::fprintf(stderr, "kernelctl: bad --input %s\n", spec.c_str()), 2;
     overrides[spec.substr(0, eq)] = {*dt, s};
   }
-  v1::ExecuteRequest req;
   req.set_op(op);
   req.set_backend(Flag(args, "--backend", ""));
   req.set_device(Flag(args, "--device", ""));
-  kerneld::AttrMap attrs;
+  kerneld::AttrMap& attrs = p->attrs;
   for (const auto& kv : Flags(args, "--attr")) {
     auto eq = kv.find('=');
     if (eq == std::string::npos) return std::fprintf(stderr, "kernelctl: --attr wants K=V\n"), 2;
@@ -262,10 +301,7 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     (*req.mutable_attrs())[kv.substr(0, eq)] = a;
     attrs[kv.substr(0, eq)] = ToAttr(a);
   }
-  const int repeat = std::max(1, std::atoi(Flag(args, "--repeat", "1").c_str()));
-  const bool stream = Has(args, "--stream");
-  const bool check = Has(args, "--check");
-  const std::string via = Flag(args, "--via", "inline");
+  const std::string via = p->via = Flag(args, "--via", "inline");
   [[maybe_unused]] const int gpu = std::atoi(Flag(args, "--gpu", "0").c_str());  // ipc modes only
   if (via != "inline" && via != "shm" && via != "ipc" && via != "server-buffer")
     return std::fprintf(stderr, "kernelctl: --via is inline, shm, ipc or server-buffer\n"), 2;
@@ -274,9 +310,8 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
 
   // Input names come from the server's schema.
-  v1::ListKernelsResponse lk;
   if (auto st = c.ListKernels(&lk, op); !st.ok()) return Fail(st);
-  HostTensors inputs;
+  if (lk.kernels_size() == 0) return std::fprintf(stderr, "kernelctl: no op '%s'\n", op.c_str()), 2;
   const auto specs = InferInputs(lk.kernels(0), *dtype, shape);
   for (const auto& in : lk.kernels(0).inputs()) {
     auto it = overrides.find(in.name());
@@ -288,18 +323,8 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     inputs[in.name()] = std::move(t);
   }
 
-  std::vector<double> lat_us;
-  // The server's own view of each request (ExecutionInfo), to split the
-  // round trip into transport, queue and execution.
-  std::vector<double> queue_us, exec_us, total_us;
-  auto note_info = [&](const v1::ExecuteResponse& r) {
-    queue_us.push_back(static_cast<double>(r.info().queue_ns()) / 1e3);
-    exec_us.push_back(static_cast<double>(r.info().execute_ns()) / 1e3);
-    total_us.push_back(static_cast<double>(r.info().total_ns()) / 1e3);
-  };
-  v1::ExecuteResponse resp;
-  std::unique_ptr<SharedBuffer> buf;
   if (via != "inline") {
+    v1::ExecuteResponse resp;
     // Learn the outputs' dtypes and shapes from one inline run, then lay
     // inputs and outputs out in one shared buffer, 256-byte aligned.
     if (auto st = c.Execute(req, &resp); !st.ok()) return Fail(st);
@@ -358,6 +383,34 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
           buf->Tensor(static_cast<kerneld::DType>(t.dtype()), shp, out_off[name]);
     }
   }
+  return -1;
+}
+
+int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) {
+  const int repeat = std::max(1, std::atoi(Flag(args, "--repeat", "1").c_str()));
+  const bool stream = Has(args, "--stream");
+  // --pipeline N: up to N requests in flight on the stream; latencies then
+  // include waiting behind the earlier ones. The default (1) is ping-pong.
+  const int pipeline = std::max(1, std::atoi(Flag(args, "--pipeline", "1").c_str()));
+  const bool check = Has(args, "--check");
+  Prepared p;
+  if (int rc = PrepareRequest(c, op, args, &p); rc >= 0) return rc;
+  v1::ExecuteRequest& req = p.req;
+  const std::string& via = p.via;
+  const auto& lk = p.lk;
+  auto& buf = p.buf;
+  const HostTensors& inputs = p.inputs;
+  const kerneld::AttrMap& attrs = p.attrs;
+  v1::ExecuteResponse resp;
+  std::vector<double> lat_us;
+  // The server's own view of each request (ExecutionInfo), to split the
+  // round trip into transport, queue and execution.
+  std::vector<double> queue_us, exec_us, total_us;
+  auto note_info = [&](const v1::ExecuteResponse& r) {
+    queue_us.push_back(static_cast<double>(r.info().queue_ns()) / 1e3);
+    exec_us.push_back(static_cast<double>(r.info().execute_ns()) / 1e3);
+    total_us.push_back(static_cast<double>(r.info().total_ns()) / 1e3);
+  };
   // Reads an output that came back as a buffer reference.
   auto fetch = [&](v1::Tensor* t) {
     if (!t->has_buffer() || !buf) return;
@@ -381,9 +434,13 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     t->set_inline_data(bytes);
   };
   if (stream) {
+    // Ping-pong (one request in flight) measures each request's own round
+    // trip. Writing them all before reading measured the queue: the n-th
+    // request waited for the n-1 before it (29-99 ms for 16 elements).
     auto s = c.OpenStream();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::chrono::steady_clock::time_point> sent(static_cast<size_t>(repeat));
+    std::counting_semaphore<> slots(pipeline);
     std::thread reader([&] {
       v1::ExecuteResponse r;
       while (s->Receive(&r)) {
@@ -393,9 +450,12 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
                 .count());
         note_info(r);
         resp = r;
+        slots.release();
       }
+      slots.release(pipeline);  // the stream ended: unblock the writer
     });
     for (int i = 0; i < repeat; ++i) {
+      slots.acquire();
       req.set_request_id(std::to_string(i));
       sent[static_cast<size_t>(i)] = std::chrono::steady_clock::now();
       if (!s->Send(req)) break;
@@ -404,7 +464,22 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     reader.join();
     if (auto st = s->Finish(); !st.ok()) return Fail(st);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("stream: %d requests in %.3f s (%.0f req/s)\n", repeat, secs, repeat / secs);
+    if (pipeline == 1)
+      std::printf("stream (ping-pong, one request in flight): %d requests in %.3f s (%.0f req/s)\n",
+                  repeat, secs, repeat / secs);
+    else
+      std::printf(
+          "stream (pipelined, up to %d in flight; latencies include waiting behind earlier "
+          "requests): %d requests in %.3f s (%.0f req/s)\n",
+          pipeline, repeat, secs, repeat / secs);
+    // First against last requests: a latency that grows with the index is
+    // queueing, not the service.
+    if (lat_us.size() >= 20) {
+      const std::vector<double> first(lat_us.begin(), lat_us.begin() + 10);
+      const std::vector<double> last(lat_us.end() - 10, lat_us.end());
+      std::printf("stream latency by request: first 10 p50 %.1f us, last 10 p50 %.1f us\n",
+                  Percentile(first, 0.5), Percentile(last, 0.5));
+    }
     if (resp.status().code() != 0)
       return std::fprintf(stderr, "kernelctl: %s\n", resp.status().message().c_str()), 1;
   } else {
@@ -458,6 +533,34 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
     ok = ok && cmp.mismatches == 0;
   }
   return ok ? 0 : 1;
+}
+
+int Perf(KernelClient& c, const std::string& target, const std::string& op,
+         std::vector<std::string>& args) {
+  PerfOptions o;
+  o.target = target;
+  std::vector<double> levels;
+  if (!ParsePositiveList(Flag(args, "--concurrency", "1"), &levels))
+    return std::fprintf(stderr, "kernelctl: --concurrency wants N[,N...]\n"), 2;
+  o.concurrency.clear();
+  for (double l : levels) o.concurrency.push_back(static_cast<int>(l));
+  if (const std::string r = Flag(args, "--request-rate", ""); !r.empty())
+    if (!ParsePositiveList(r, &o.request_rates))
+      return std::fprintf(stderr, "kernelctl: --request-rate wants R[,R...]\n"), 2;
+  o.connections = std::max(0, std::atoi(Flag(args, "--connections", "0").c_str()));
+  const std::string mode = Flag(args, "--mode", "unary");
+  if (mode != "unary" && mode != "stream")
+    return std::fprintf(stderr, "kernelctl: --mode is unary or stream\n"), 2;
+  o.mode = mode == "stream" ? PerfMode::kStream : PerfMode::kUnary;
+  if (o.mode == PerfMode::kStream && !o.request_rates.empty())
+    return std::fprintf(stderr, "kernelctl: --request-rate sends unary requests\n"), 2;
+  o.window_ms = std::max(10, std::atoi(Flag(args, "--window-ms", "1000").c_str()));
+  o.max_windows = std::max(3, std::atoi(Flag(args, "--max-windows", "10").c_str()));
+  o.floor_target = Flag(args, "--compare-floor", "");
+  o.json_path = Flag(args, "--json", "");
+  Prepared p;
+  if (int rc = PrepareRequest(c, op, args, &p); rc >= 0) return rc;
+  return RunPerf(o, p.req);
 }
 
 }  // namespace
@@ -524,6 +627,12 @@ int main(int argc, char** argv) {
     std::string op = args[0];
     args.erase(args.begin());
     return Run(c, op, args);
+  }
+  if (cmd == "perf") {
+    if (args.empty()) return std::fprintf(stderr, "kernelctl: perf needs an op\n"), 2;
+    std::string op = args[0];
+    args.erase(args.begin());
+    return Perf(c, target, op, args);
   }
   std::fprintf(stderr, "kernelctl: unknown command '%s'\n%s", cmd.c_str(), kUsage);
   return 2;

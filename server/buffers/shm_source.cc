@@ -164,10 +164,10 @@ Status OpenError(const std::string& shm_name, int e) {
 Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
                         std::shared_ptr<Region>* out) {
   if (shm_name.size() < 2 || shm_name[0] != '/' || shm_name.find('/', 1) != std::string::npos ||
-      shm_name.size() > 255)
+      shm_name.find('\0') != std::string::npos || shm_name.size() > 255)
     return InvalidArgument(
         "shm_name " + Quote(shm_name) +
-        " is not a POSIX shared-memory name; use one slash then a name, e.g. \"/my-tensors\"");
+        " is not a POSIX shared-memory name; use one slash then a name (no NUL), e.g. \"/my-tensors\"");
   if (size == 0) return InvalidArgument("byte_size must be > 0");
   if (!InstallSigbusHandler())
     return Internal(std::string("sigaction(SIGBUS): ") + std::strerror(errno));

@@ -164,3 +164,20 @@ TEST(ShmGuard, TableFreesSlotsAndReportsFull) {
 
 }  // namespace
 }  // namespace kerneld::server
+
+namespace kerneld::server {
+namespace {
+
+// A name with an embedded NUL would open the object named by its prefix
+// (shm_open reads a C string): refused, not silently shortened.
+TEST(ShmGuard, NameWithNulIsRefused) {
+  ShmObject obj(4096);
+  ASSERT_TRUE(obj.ok());
+  std::shared_ptr<Region> r;
+  Status st = OpenSharedMemory(obj.name() + std::string("\0x", 2), 0, 4096, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("\\x00"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace kerneld::server
