@@ -43,6 +43,9 @@ std::string FlagsHelp() {
   --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
   --worker_spin_us=N     an idle device thread polls its queue N us before it sleeps:
                          trades CPU for the wake-up latency of a sleeping thread (0)
+  --inline_max_kb=N      a request whose tensors total at most N KiB runs on the gRPC
+                         thread that received it when its device's queue is empty and
+                         a worker slot is free, saving the hand-off (default 64; -1: never)
   --stream_window=N      requests in flight plus responses not yet written, per
                          ExecuteStream, before it stops reading (default 64)
   --stream_buffer_mb=N   request + response bytes one ExecuteStream may hold before it
@@ -94,6 +97,10 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       {"worker_spin_us",
        [&](const std::string& v) {
          return ParseInt(v, &cfg->worker_spin_us) && cfg->worker_spin_us >= 0 && cfg->worker_spin_us <= 1000000;
+       }},
+      {"inline_max_kb",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->inline_max_kb) && cfg->inline_max_kb >= -1 && cfg->inline_max_kb <= (1 << 20);
        }},
       {"stream_window", [&](const std::string& v) { return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0; }},
       {"stream_buffer_mb",

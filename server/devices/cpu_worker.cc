@@ -8,6 +8,12 @@
 
 namespace kerneld::server {
 
+namespace {
+int64_t Ns(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+}  // namespace
+
 DeviceInfo CpuDeviceInfo() {
   DeviceInfo d;
   d.device = Device::Cpu();
@@ -37,15 +43,19 @@ Status CpuWorker::Execute(Task& task, TaskTiming* timing) {
     if (!t.device.is_cpu()) return Internal("cpu worker got a tensor on " + t.device.ToString());
   KernelContext ctx;
   ctx.op = task.op;
-  ctx.inputs = task.inputs;
-  ctx.outputs = task.outputs;
-  ctx.attrs = task.attrs;
+  // Moved, not copied (a copy allocates every shape): the task's views are
+  // not read after Execute; the request keeps its own for logging.
+  ctx.inputs = std::move(task.inputs);
+  ctx.outputs = std::move(task.outputs);
+  ctx.attrs = std::move(task.attrs);
   ctx.device = info_;
   ctx.pool = pool_.get();
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   Status st = task.impl->fn(ctx);
-  timing->execute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  timing->launched_ns = Ns(t0 - task.arrival);
+  timing->kernel_done_ns = Ns(t1 - task.arrival);
+  timing->execute_ns = Ns(t1 - t0);
   return st;
 }
 

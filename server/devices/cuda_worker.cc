@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -36,14 +37,24 @@ std::string ErrText(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
-// Per-thread CUDA state: each worker thread owns a non-blocking stream and
-// a pair of timing events, created on first use.
+// Per-thread CUDA state: each thread that runs work for a device (its pool
+// threads, and callers that run small requests inline) owns a non-blocking
+// stream and a pair of timing events for it, created on first use. Indexed
+// by device ordinal: one caller thread may serve several GPUs.
 struct ThreadState {
-  int device = -1;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
 };
-thread_local ThreadState t_state;
+thread_local std::vector<ThreadState> t_states;
+
+ThreadState& StateOf(int device) {
+  if (t_states.size() <= static_cast<size_t>(device)) t_states.resize(static_cast<size_t>(device) + 1);
+  return t_states[static_cast<size_t>(device)];
+}
+
+int64_t Ns(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
 
 }  // namespace
 
@@ -74,7 +85,7 @@ Status CudaWorker::Execute(Task& task, TaskTiming* timing) {
   Status st = Run(task, timing);
   if (!st.ok()) {
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaStreamQuery(t_state.stream);
+    if (e == cudaSuccess) e = cudaStreamQuery(StateOf(info_.device.index).stream);
     if (IsSticky(e)) {
       std::lock_guard<std::mutex> lock(reason_mu_);
       if (healthy_.load()) unhealthy_reason_ = ErrText(e);
@@ -85,13 +96,17 @@ Status CudaWorker::Execute(Task& task, TaskTiming* timing) {
 }
 
 Status CudaWorker::EnsureThreadState() {
-  if (t_state.stream != nullptr) return Status::Ok();
   const int dev = info_.device.index;
-  if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess)
-    return Internal("cudaSetDevice: " + ErrText(e));
+  // The current device is per thread; a caller running inline may have left
+  // another one current.
+  if (int current = -1; cudaGetDevice(&current) != cudaSuccess || current != dev) {
+    if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess)
+      return Internal("cudaSetDevice: " + ErrText(e));
+  }
+  ThreadState& state = StateOf(dev);
+  if (state.stream != nullptr) return Status::Ok();
   // Built whole or not at all: a half-made state would pass the check above.
   ThreadState made;
-  made.device = dev;
   cudaError_t e = cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
   const char* what = "cudaStreamCreate";
   if (e == cudaSuccess) e = cudaEventCreate(&made.start), what = "cudaEventCreate";
@@ -101,24 +116,25 @@ Status CudaWorker::EnsureThreadState() {
     if (made.stream) cudaStreamDestroy(made.stream);
     return Internal(std::string(what) + ": " + ErrText(e));
   }
-  t_state = made;
+  state = made;
+  // The impls' per-thread warm-up (cuBLASLt's handle: ~0.1 s on the first
+  // gemm otherwise), once per thread and device: before the first task on a
+  // pool thread, or on the first inline request of a caller thread.
+  DeviceWorker::ThreadStart();
+  cudaGetLastError();  // a warm-up's failed call must not fail the next request
+  cudaSetDevice(dev);  // whatever a warm-up left current
   return Status::Ok();
 }
 
 void CudaWorker::ThreadStart() {
   // A failure here is not final: Run tries again and reports it per request.
-  if (!EnsureThreadState().ok()) {
-    cudaGetLastError();
-    return;
-  }
-  DeviceWorker::ThreadStart();
-  cudaGetLastError();                 // a warm-up's failed call must not fail the next request
-  cudaSetDevice(info_.device.index);  // whatever a warm-up left current
+  if (!EnsureThreadState().ok()) cudaGetLastError();
 }
 
 Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   if (Status st = EnsureThreadState(); !st.ok()) return st;
-  cudaStream_t s = t_state.stream;
+  const ThreadState& state = StateOf(info_.device.index);
+  cudaStream_t s = state.stream;
 
   // Stage host tensors: one pinned block and one device block per request,
   // each tensor at a 256-byte aligned offset.
@@ -203,10 +219,11 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
         return Internal("copying inputs to " + info_.device.ToString() + ": " + ErrText(e));
     }
   }
-  if (cudaError_t e = cudaEventRecord(t_state.start, s); e != cudaSuccess)
+  if (cudaError_t e = cudaEventRecord(state.start, s); e != cudaSuccess)
     return Internal("cudaEventRecord: " + ErrText(e));
+  timing->launched_ns = Ns(std::chrono::steady_clock::now() - task.arrival);
   Status st = task.impl->fn(ctx);
-  if (cudaError_t e = cudaEventRecord(t_state.stop, s); st.ok() && e != cudaSuccess)
+  if (cudaError_t e = cudaEventRecord(state.stop, s); st.ok() && e != cudaSuccess)
     st = Internal("cudaEventRecord: " + ErrText(e));
   if (!st.ok()) {
     cudaStreamSynchronize(s);
@@ -221,8 +238,9 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   }
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess)
     return Internal(task.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
+  timing->kernel_done_ns = Ns(std::chrono::steady_clock::now() - task.arrival);
   float ms = 0;
-  if (cudaError_t e = cudaEventElapsedTime(&ms, t_state.start, t_state.stop); e != cudaSuccess)
+  if (cudaError_t e = cudaEventElapsedTime(&ms, state.start, state.stop); e != cudaSuccess)
     return Internal("cudaEventElapsedTime: " + ErrText(e));
   timing->execute_ns = static_cast<int64_t>(ms * 1e6);
   for (size_t i = 0; i < task.outputs.size(); ++i) {

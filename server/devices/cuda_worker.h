@@ -29,6 +29,8 @@ class CudaWorker final : public DeviceWorker {
 
  private:
   Status Run(Task& task, TaskTiming* timing);
+  // Makes this device current and its per-thread state ready, on a pool
+  // thread or on a caller running a request inline (first use: warm-up).
   Status EnsureThreadState();
   std::atomic<bool> healthy_{true};
   std::mutex reason_mu_;

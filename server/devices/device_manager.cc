@@ -12,7 +12,10 @@ DeviceManager::DeviceManager(const Config& cfg) {
     DiscoverCudaDevices(cfg, nullptr, &cuda_);  // versions only
     cuda_.status = "GPUs disabled by --enable_cuda=false";
   }
-  for (auto& w : workers_) w->set_spin(std::chrono::microseconds(cfg.worker_spin_us));
+  for (auto& w : workers_) {
+    w->set_spin(std::chrono::microseconds(cfg.worker_spin_us));
+    w->set_inline_max_bytes(cfg.inline_max_kb < 0 ? -1 : int64_t{cfg.inline_max_kb} << 10);
+  }
 }
 
 DeviceManager::~DeviceManager() { StopAll(); }

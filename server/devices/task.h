@@ -13,10 +13,22 @@ namespace kerneld::server {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+// Arrival to now: the unit of every stage stamp below. One steady_clock read
+// (tens of ns, no allocation), so every request carries them.
+inline int64_t NsSince(SteadyTime t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
 struct TaskTiming {
   int64_t queue_ns = 0;    // arrival to start of execution
   int64_t execute_ns = 0;  // the implementation itself (device time on GPUs)
   bool executed = false;   // false: refused at dequeue (deadline, cancelled)
+  // Stages in ns since arrival (ExecutionInfo); 0 for a stage not reached.
+  int64_t scheduled_ns = 0;    // handed to the worker (Submit)
+  int64_t dequeued_ns = 0;     // taken by a worker thread, or run inline
+  int64_t launched_ns = 0;     // the implementation called
+  int64_t kernel_done_ns = 0;  // its work finished (GPU: stream synchronized)
 };
 
 struct Task {
@@ -29,11 +41,16 @@ struct Task {
   std::vector<TensorView> outputs;
   AttrMap attrs;
   SteadyTime arrival;
+  // Bytes of host memory the request reads and writes: DeviceWorker::Submit
+  // runs a small request on the caller's thread (see set_inline_max_bytes).
+  int64_t bytes = 0;
+  int64_t scheduled_ns = 0;  // set by Submit
   // Checked when the task is dequeued: a request past its deadline or whose
   // caller went away is never executed.
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
   std::function<bool()> cancelled;
-  // Called exactly once, from a worker thread (or the submitter on rejection).
+  // Called exactly once, from a worker thread or from Submit's caller (a task
+  // run inline); not called when Submit refuses the task.
   std::function<void(Status, const TaskTiming&)> done;
 };
 

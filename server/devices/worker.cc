@@ -6,9 +6,6 @@
 namespace kerneld::server {
 
 namespace {
-int64_t Ns(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-}
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -29,25 +26,63 @@ void DeviceWorker::Start() {
 }
 
 bool DeviceWorker::Submit(std::unique_ptr<Task>& task) {
+  // Read before the task is published: a pool thread may take it at once.
+  const int64_t scheduled_ns = NsSince(task->arrival);
+  bool run_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || static_cast<int>(queue_.size()) >= capacity_) return false;
-    queue_.push_back(std::move(task));
-    depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+    if (stopping_) return false;
+    // Inline only when nothing waits (it would overtake queued work) and a
+    // slot is free (the concurrency bound holds for inline runs too).
+    run_here = task->bytes <= inline_max_bytes_ && queue_.empty() && running_ < threads_;
+    if (run_here) {
+      ++running_;
+    } else {
+      if (static_cast<int>(queue_.size()) >= capacity_) return false;
+      task->scheduled_ns = scheduled_ns;
+      queue_.push_back(std::move(task));
+      depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+    }
   }
-  cv_.notify_one();
+  if (run_here) {
+    task->scheduled_ns = scheduled_ns;
+    RunInline(std::move(task));
+  } else {
+    cv_.notify_one();
+  }
   return true;
 }
 
+void DeviceWorker::RunInline(std::unique_ptr<Task> task) {
+  // The slot is given back however RunOne leaves (done may throw into the
+  // caller, which answers the request itself).
+  struct Release {
+    DeviceWorker* w;
+    ~Release() {
+      bool wake;
+      {
+        std::lock_guard<std::mutex> lock(w->mu_);
+        --w->running_;
+        // A pool thread may wait for this slot; Stop waits for running_ == 0.
+        wake = !w->queue_.empty() || w->stopping_;
+      }
+      if (wake) w->cv_.notify_all();
+    }
+  } release{this};
+  RunOne(std::move(task));
+}
+
 void DeviceWorker::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && pool_.empty()) return;
-    stopping_ = true;
-  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_ && pool_.empty() && running_ == 0) return;
+  stopping_ = true;
+  lock.unlock();
   cv_.notify_all();
   for (auto& t : pool_) t.join();
   pool_.clear();
+  // Inline runs are on their callers' threads: the worker must outlive them.
+  lock.lock();
+  cv_.wait(lock, [this] { return running_ == 0; });
 }
 
 void DeviceWorker::ThreadStart() {
@@ -58,32 +93,39 @@ void DeviceWorker::ThreadStart() {
 
 void DeviceWorker::Loop() {
   ThreadStart();
+  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    std::unique_ptr<Task> task;
     // Poll before sleeping (set_spin). depth_ is published under mu_ by
     // Submit; seeing it non-zero only says the lock is worth taking. Stop
     // is noticed after at most one spin.
-    if (const int64_t spin = spin_ns_.load(std::memory_order_relaxed); spin > 0) {
+    if (const int64_t spin = spin_ns_.load(std::memory_order_relaxed); spin > 0 && queue_.empty()) {
+      lock.unlock();
       const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin);
       while (depth_.load(std::memory_order_acquire) == 0 &&
              std::chrono::steady_clock::now() < until)
         CpuRelax();
+      lock.lock();
     }
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
-    }
+    cv_.wait(lock, [this] {
+      return (stopping_ && queue_.empty()) || (!queue_.empty() && running_ < threads_);
+    });
+    if (queue_.empty()) return;  // stopping and drained
+    std::unique_ptr<Task> task = std::move(queue_.front());
+    queue_.pop_front();
+    depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+    ++running_;
+    lock.unlock();
     RunOne(std::move(task));
+    lock.lock();
+    --running_;
   }
 }
 
 void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
   TaskTiming timing;
-  timing.queue_ns = Ns(std::chrono::steady_clock::now() - task->arrival);
+  timing.scheduled_ns = task->scheduled_ns;
+  timing.queue_ns = NsSince(task->arrival);
+  timing.dequeued_ns = timing.queue_ns;
   Status st;
   // Deadline first: gRPC also marks a call whose deadline passed as cancelled.
   if (std::chrono::system_clock::now() >= task->deadline) {

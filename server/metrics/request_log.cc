@@ -294,6 +294,12 @@ void TraceWriter::Record(const v1::ExecuteRequest& req, const v1::ExecuteRespons
   t.set_queue_ns(resp.info().queue_ns());
   t.set_execute_ns(resp.info().execute_ns());
   t.set_total_ns(resp.info().total_ns());
+  t.set_decoded_ns(resp.info().decoded_ns());
+  t.set_scheduled_ns(resp.info().scheduled_ns());
+  t.set_dequeued_ns(resp.info().dequeued_ns());
+  t.set_launched_ns(resp.info().launched_ns());
+  t.set_kernel_done_ns(resp.info().kernel_done_ns());
+  t.set_completed_ns(resp.info().completed_ns());
   std::string line;
   google::protobuf::util::JsonPrintOptions opt;
   opt.preserve_proto_field_names = true;

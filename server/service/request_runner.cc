@@ -20,11 +20,48 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t NsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count();
+// The trace's time base: the steady clock's epoch.
+int64_t ArrivalNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
+
+// Everything one request needs until its completion, in one allocation
+// shared by the submitting path and the task's completion.
+struct RequestRunner::Call {
+  Call(RequestRunner* r, const v1::ExecuteRequest& q, v1::ExecuteResponse* p, DoneFn&& done,
+       Clock::time_point t)
+      : runner(r), req(q), resp(p), user_done(std::move(done)), arrival(t) {}
+
+  // Hands the response to gRPC once, whatever happens; the in-flight count
+  // then returns to zero (drain waits on it).
+  void Done(const Status& st) {
+    if (finished.exchange(true)) return;
+    user_done(st);
+    runner->inflight_.fetch_sub(1);
+  }
+  // total_ns and completed_ns: one clock read, the last before the metrics,
+  // the log and the hand-off (so completed_ns == total_ns).
+  int64_t StampCompleted() {
+    const int64_t now = NsSince(arrival);
+    v1::ExecutionInfo* info = resp->mutable_info();
+    info->set_total_ns(now);
+    info->set_completed_ns(now);
+    return now;
+  }
+
+  RequestRunner* runner;
+  const v1::ExecuteRequest& req;
+  v1::ExecuteResponse* resp;
+  DoneFn user_done;
+  std::atomic<bool> finished{false};
+  Clock::time_point arrival;
+  bool traced = false;
+  DecodedRequest d;
+  RequestRecord record;  // filled only when logging is on
+  const Target* target = nullptr;
+};
 
 RequestRunner::RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers,
                              RequestLog* log, TraceWriter* trace)
@@ -37,22 +74,31 @@ RequestRunner::RequestRunner(const Config& cfg, DeviceManager& devices, Metrics&
       trace_(trace),
       budget_(int64_t{cfg.max_inflight_mb} << 20) {}
 
+const RequestRunner::Target& RequestRunner::TargetFor(const OpDef& op, const ImplDef& impl,
+                                                      const DeviceWorker& worker) {
+  const auto key = std::make_pair(&impl, &worker);
+  {
+    std::shared_lock lock(targets_mu_);
+    if (auto it = targets_.find(key); it != targets_.end()) return it->second;
+  }
+  Target t;
+  t.series = metrics_.For(op.name, impl.backend, DeviceManager::Label(worker.info()));
+  t.device_id = worker.info().device.ToString();
+  std::unique_lock lock(targets_mu_);
+  return targets_.try_emplace(key, std::move(t)).first->second;  // references survive rehashing
+}
+
 void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
                           std::function<void(const Status&)> user_done) {
+  const auto arrival = Clock::now();
   inflight_.fetch_add(1);
-  // `done` runs once whatever happens below, so the in-flight count always
-  // returns to zero (drain waits on it).
-  auto finished = std::make_shared<std::atomic<bool>>(false);
-  DoneFn done = [this, finished, user_done = std::move(user_done)](const Status& st) {
-    if (finished->exchange(true)) return;
-    user_done(st);
-    inflight_.fetch_sub(1);
-  };
+  std::shared_ptr<Call> call;
   // No exception may escape into gRPC: it answered UNIMPLEMENTED with an
   // empty message and the in-flight count never returned to zero.
   Status thrown;
   try {
-    StartImpl(req, resp, std::move(ctl), done);
+    call = std::make_shared<Call>(this, req, resp, std::move(user_done), arrival);
+    StartImpl(call, std::move(ctl));
     return;
   } catch (const std::bad_alloc&) {
     thrown = ResourceExhausted(Sanitize(req.op()) + ": kerneld ran out of host memory for this request; retry "
@@ -60,32 +106,36 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
   } catch (const std::exception& e) {
     thrown = Internal(Sanitize(req.op()) + ": " + Sanitize(e.what()));
   }
-  if (finished->load()) return;
+  if (call != nullptr && call->finished.load()) return;
   resp->clear_outputs();
   resp->mutable_status()->set_code(static_cast<int>(thrown.code()));
   resp->mutable_status()->set_message(thrown.message());
-  done(thrown);
+  if (call != nullptr) {
+    call->Done(thrown);
+  } else {  // the Call itself could not be allocated; user_done was not moved
+    user_done(thrown);
+    inflight_.fetch_sub(1);
+  }
 }
 
-void RequestRunner::StartImpl(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
-                              const DoneFn& done) {
-  const auto arrival = Clock::now();
+void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl) {
+  Call& c = *call;
+  const v1::ExecuteRequest& req = c.req;
+  v1::ExecuteResponse* resp = c.resp;
   resp->set_request_id(req.request_id());
+  c.traced = trace_ != nullptr && trace_->Sample();
+  const bool logged = log_ != nullptr && log_->level() >= 1;
 
-  const int64_t arrival_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(arrival.time_since_epoch()).count();
-  const bool traced = trace_ != nullptr && trace_->Sample();
-
+  // Refusals (formatted, counted, logged): not the fast path.
   auto fail = [&](const Status& st, const std::string& op_label, const std::string& backend,
                   const std::string& device) {
     resp->clear_outputs();
     resp->mutable_status()->set_code(static_cast<int>(st.code()));
     resp->mutable_status()->set_message(st.message());
-    auto* info = resp->mutable_info();
-    info->set_total_ns(NsSince(arrival));
+    const int64_t total_ns = c.StampCompleted();
     metrics_.ObserveRequest(metrics_.For(op_label, backend, device), st.code(),
-                            static_cast<double>(info->total_ns()) * 1e-9);
-    if (log_ != nullptr && log_->level() >= 1) {
+                            static_cast<double>(total_ns) * 1e-9);
+    if (logged) {
       RequestRecord r;
       r.request_id = req.request_id();
       r.op = req.op();
@@ -93,11 +143,11 @@ void RequestRunner::StartImpl(const v1::ExecuteRequest& req, v1::ExecuteResponse
       r.device = device;
       r.code = std::string(StatusCodeName(st.code()));
       r.message = st.message();
-      r.total_ns = info->total_ns();
+      r.total_ns = total_ns;
       log_->Finish(r);
     }
-    if (traced) trace_->Record(req, *resp, arrival_ns);
-    done(st);
+    if (c.traced) trace_->Record(req, *resp, ArrivalNs(c.arrival));
+    c.Done(st);
   };
 
   if (draining_.load()) {
@@ -106,112 +156,127 @@ void RequestRunner::StartImpl(const v1::ExecuteRequest& req, v1::ExecuteResponse
          OpRegistry::Global().Find(req.op()) ? req.op() : "_unknown", "none", "none");
     return;
   }
-  auto d = std::make_shared<DecodedRequest>();
+  DecodedRequest& d = c.d;
   DecodeOptions opt;
   opt.test_ops = cfg_.enable_test_ops;
   opt.max_inline_out_bytes = int64_t{cfg_.max_message_mb} << 20;
   opt.budget = &budget_;
-  if (Status st = DecodeRequest(req, resp, opt, buffers_, ctl.principal, d.get()); !st.ok()) {
+  if (Status st = DecodeRequest(req, resp, opt, buffers_, ctl.principal, &d); !st.ok()) {
     // Only registered op names become label values: clients cannot mint series.
-    fail(st, d->op ? d->op->name : "_unknown", "none", "none");
+    fail(st, d.op ? d.op->name : "_unknown", "none", "none");
     return;
   }
+  resp->mutable_info()->set_decoded_ns(NsSince(c.arrival));
 
+  // The views travel decode -> probe -> task by move (a copy allocates every
+  // shape); the request keeps its own copy only for the log, which reads
+  // them at completion.
   KernelContext probe;
-  probe.op = d->op;
-  probe.inputs = d->inputs;
-  probe.outputs = d->outputs;
-  probe.attrs = d->attrs;
+  probe.op = d.op;
+  if (logged) {
+    probe.inputs = d.inputs;
+    probe.outputs = d.outputs;
+    probe.attrs = d.attrs;
+  } else {
+    probe.inputs = std::move(d.inputs);
+    probe.outputs = std::move(d.outputs);
+    probe.attrs = std::move(d.attrs);
+  }
   Placement place;
-  if (Status st = scheduler_.Place(*d->op, probe, req.backend(), req.device(), &place); !st.ok()) {
-    fail(st, d->op->name, "none", "none");
+  if (Status st = scheduler_.Place(*d.op, probe, req.backend(), req.device(), &place); !st.ok()) {
+    fail(st, d.op->name, "none", "none");
     return;
   }
 
   // Inline tensors are staged into device memory on a GPU: refuse up front
   // what could never fit there, rather than failing an allocation later.
   if (const DeviceInfo& dev = place.worker->info(); dev.device.is_cuda() && dev.total_memory > 0) {
-    const int64_t staged = static_cast<int64_t>(d->bytes_in_inline + d->bytes_out_inline);
+    const int64_t staged = static_cast<int64_t>(d.bytes_in_inline + d.bytes_out_inline);
     if (staged > dev.total_memory) {
-      fail(ResourceExhausted(d->op->name + ": its inline tensors need " + HumanBytes(staged) + " on " +
+      fail(ResourceExhausted(d.op->name + ": its inline tensors need " + HumanBytes(staged) + " on " +
                              dev.device.ToString() + ", which has " + HumanBytes(dev.total_memory) +
                              "; use registered buffers or a smaller request"),
-           d->op->name, place.impl->backend, DeviceManager::Label(dev));
+           d.op->name, place.impl->backend, DeviceManager::Label(dev));
       return;
     }
   }
 
-  const std::string backend = place.impl->backend;
-  const std::string device_id = place.worker->info().device.ToString();
-  const std::string device_label = DeviceManager::Label(place.worker->info());
+  c.target = &TargetFor(*d.op, *place.impl, *place.worker);
   // Level 3 writes the request before it runs: a crash still names it.
-  auto record = std::make_shared<RequestRecord>();
-  if (log_ != nullptr && log_->level() >= 1) {
-    record->request_id = req.request_id();
-    record->op = d->op->name;
-    record->backend = backend;
-    record->device = device_id;
-    record->opdef = d->op;
-    record->inputs = &d->inputs;
-    record->outputs = &d->outputs;
-    record->attrs = &d->attrs;
-    log_->Start(*record);
+  if (logged) {
+    RequestRecord& r = c.record;
+    r.request_id = req.request_id();
+    r.op = d.op->name;
+    r.backend = place.impl->backend;
+    r.device = c.target->device_id;
+    r.opdef = d.op;
+    r.inputs = &d.inputs;
+    r.outputs = &d.outputs;
+    r.attrs = &d.attrs;
+    log_->Start(r);
   }
 
   auto task = std::make_unique<Task>();
-  task->op = d->op;
+  task->op = d.op;
   task->impl = place.impl;
-  task->inputs = d->inputs;
-  task->outputs = d->outputs;
-  task->attrs = d->attrs;
-  task->arrival = arrival;
+  task->inputs = std::move(probe.inputs);
+  task->outputs = std::move(probe.outputs);
+  task->attrs = std::move(probe.attrs);
+  task->arrival = c.arrival;
+  task->bytes = static_cast<int64_t>(d.bytes_in_inline + d.bytes_in_buffer + d.bytes_out_inline +
+                                     d.bytes_out_buffer);
   task->deadline = ctl.deadline;
-  task->cancelled = ctl.cancelled;
-  RequestLog* log = log_;
-  TraceWriter* trace = traced ? trace_ : nullptr;
-  const v1::ExecuteRequest* reqp = &req;
-  Metrics* metrics = &metrics_;
-  Metrics::Series* series = metrics_.For(d->op->name, backend, device_label);
-  task->done = [d, resp, done, arrival, arrival_ns, device_id, log, trace, reqp, record, metrics, series](
-                   Status st, const TaskTiming& timing) {
+  task->cancelled = std::move(ctl.cancelled);
+  // One shared_ptr captured: the std::function holds it without allocating.
+  task->done = [call](Status st, const TaskTiming& timing) {
+    Call& k = *call;
+    RequestRunner& self = *k.runner;
+    const Target& target = *k.target;
     // A client that shrank its shared memory while the kernel ran got zeros
     // mapped under it (buffers/shm_source.cc): the result is not to be trusted.
-    if (st.ok()) st = CheckPinsAfterUse(d->pins);
-    auto* info = resp->mutable_info();
-    info->set_backend(record->backend.empty() ? series->backend : record->backend);
-    info->set_device(device_id);
+    if (st.ok()) st = CheckPinsAfterUse(k.d.pins);
+    v1::ExecutionInfo* info = k.resp->mutable_info();
+    info->set_backend(target.series->backend);
+    info->set_device(target.device_id);
     info->set_queue_ns(timing.queue_ns);
     info->set_execute_ns(timing.execute_ns);
-    if (!st.ok()) resp->clear_outputs();
-    resp->mutable_status()->set_code(static_cast<int>(st.code()));
-    resp->mutable_status()->set_message(st.message());
-    info->set_total_ns(NsSince(arrival));
-    metrics->ObserveRequest(series, st.code(), static_cast<double>(info->total_ns()) * 1e-9);
+    info->set_scheduled_ns(timing.scheduled_ns);
+    info->set_dequeued_ns(timing.dequeued_ns);
+    info->set_launched_ns(timing.launched_ns);
+    info->set_kernel_done_ns(timing.kernel_done_ns);
+    if (!st.ok()) k.resp->clear_outputs();
+    k.resp->mutable_status()->set_code(static_cast<int>(st.code()));
+    if (!st.ok()) k.resp->mutable_status()->set_message(st.message());
+    const int64_t total_ns = k.StampCompleted();
+    Metrics& metrics = self.metrics_;
+    metrics.ObserveRequest(target.series, st.code(), static_cast<double>(total_ns) * 1e-9);
     if (timing.executed)
-      metrics->ObserveQueueAndExecute(series, static_cast<double>(timing.queue_ns) * 1e-9,
-                                      static_cast<double>(timing.execute_ns) * 1e-9);
+      metrics.ObserveQueueAndExecute(target.series, static_cast<double>(timing.queue_ns) * 1e-9,
+                                     static_cast<double>(timing.execute_ns) * 1e-9);
     if (st.ok()) {
-      metrics->AddTransferred(true, false, d->bytes_in_inline);
-      metrics->AddTransferred(true, true, d->bytes_in_buffer);
-      metrics->AddTransferred(false, false, d->bytes_out_inline);
-      metrics->AddTransferred(false, true, d->bytes_out_buffer);
+      const DecodedRequest& kd = k.d;
+      metrics.AddTransferred(true, false, kd.bytes_in_inline);
+      metrics.AddTransferred(true, true, kd.bytes_in_buffer);
+      metrics.AddTransferred(false, false, kd.bytes_out_inline);
+      metrics.AddTransferred(false, true, kd.bytes_out_buffer);
     }
-    if (log != nullptr && log->level() >= 1) {
-      record->code = std::string(StatusCodeName(st.code()));
-      if (!st.ok()) record->message = st.message();
-      record->queue_ns = timing.queue_ns;
-      record->execute_ns = timing.execute_ns;
-      record->total_ns = info->total_ns();
-      log->Finish(*record);
+    if (RequestLog* log = self.log_; log != nullptr && log->level() >= 1) {
+      RequestRecord& r = k.record;
+      r.code = std::string(StatusCodeName(st.code()));
+      if (!st.ok()) r.message = st.message();
+      r.queue_ns = timing.queue_ns;
+      r.execute_ns = timing.execute_ns;
+      r.total_ns = total_ns;
+      log->Finish(r);
     }
-    if (trace != nullptr) trace->Record(*reqp, *resp, arrival_ns);
-    done(st);
+    if (k.traced) self.trace_->Record(k.req, *k.resp, ArrivalNs(k.arrival));
+    k.Done(st);
   };
   if (!place.worker->Submit(task)) {
-    fail(ResourceExhausted(d->op->name + ": " + device_id + " queue is full (" +
+    fail(ResourceExhausted(d.op->name + ": " + c.target->device_id + " queue is full (" +
                            std::to_string(place.worker->capacity()) +
                            " requests waiting); retry with backoff, or raise --queue_capacity"),
-         d->op->name, backend, device_label);
+         d.op->name, place.impl->backend, DeviceManager::Label(place.worker->info()));
   }
 }
 

@@ -7,6 +7,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "buffers/buffer_registry.h"
 #include "devices/device_manager.h"
@@ -46,7 +50,20 @@ class RequestRunner {
 
  private:
   using DoneFn = std::function<void(const Status&)>;
-  void StartImpl(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl, const DoneFn& done);
+  struct Call;  // one request's state, one allocation (request_runner.cc)
+  // What the completion of a request on (impl, worker) labels and counts,
+  // looked up once per pair: the success path then formats nothing.
+  struct Target {
+    Metrics::Series* series = nullptr;
+    std::string device_id;  // "cpu", "cuda:0"
+  };
+  struct PairHash {
+    size_t operator()(const std::pair<const ImplDef*, const DeviceWorker*>& p) const {
+      return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+    }
+  };
+  void StartImpl(const std::shared_ptr<Call>& call, CallControl ctl);
+  const Target& TargetFor(const OpDef& op, const ImplDef& impl, const DeviceWorker& worker);
 
   const Config& cfg_;
   DeviceManager& devices_;
@@ -58,6 +75,8 @@ class RequestRunner {
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};
   MemoryBudget budget_;  // --max_inflight_mb
+  std::shared_mutex targets_mu_;
+  std::unordered_map<std::pair<const ImplDef*, const DeviceWorker*>, Target, PairHash> targets_;
 };
 
 }  // namespace kerneld::server
