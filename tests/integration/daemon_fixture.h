@@ -31,6 +31,20 @@ namespace kerneld::testing {
 
 namespace v1 = ::kerneld::v1;
 
+// A TCP connection to 127.0.0.1:port; -1 when refused.
+inline int ConnectLoopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 class Daemon {
  public:
   explicit Daemon(std::vector<std::string> extra_flags = {}, bool with_unix = true) {
@@ -138,15 +152,8 @@ class Daemon {
 
   // GET /metrics from the exposer.
   std::string Metrics() const {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(metrics_port_));
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-      close(fd);
-      return "";
-    }
+    const int fd = ConnectLoopback(metrics_port_);
+    if (fd < 0) return "";
     std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
     if (write(fd, req.data(), req.size()) < 0) return "";
     std::string out;
@@ -162,6 +169,18 @@ class Daemon {
   pid_t pid_ = -1;
   std::unique_ptr<client::KernelClient> client_;
 };
+
+// Runs a shell command; returns its exit status (-1 if it did not exit) and
+// fills *out with its stdout and stderr.
+inline int RunCapture(const std::string& cmd, std::string* out) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  out->clear();
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 // Value of the first exposition line of `name` carrying all `labels`
 // (label order does not matter); nullopt when there is none.

@@ -9,14 +9,7 @@ namespace {
 
 // Runs kernelctl with `args`; returns its exit status and fills *out.
 int Ctl(const std::string& args, std::string* out) {
-  const std::string cmd = std::string(KERNELCTL_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  out->clear();
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return RunCapture(std::string(KERNELCTL_BINARY) + " " + args, out);
 }
 
 TEST(Kernelctl, HelpOnEverySubcommand) {

@@ -11,22 +11,9 @@
 namespace kerneld::testing {
 namespace {
 
-int ConnectTo(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // GET /metrics, giving up after `timeout`; "" on failure.
 std::string Scrape(int port, std::chrono::milliseconds timeout) {
-  int fd = ConnectTo(port);
+  int fd = ConnectLoopback(port);
   if (fd < 0) return "";
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
@@ -49,8 +36,8 @@ std::string Scrape(int port, std::chrono::milliseconds timeout) {
 TEST(Scrape, IdleConnectionsDoNotBlindTheScrape) {
   Daemon d;
   ASSERT_TRUE(d.ok()) << d.Log();
-  const int silent = ConnectTo(d.metrics_port());
-  const int half = ConnectTo(d.metrics_port());
+  const int silent = ConnectLoopback(d.metrics_port());
+  const int half = ConnectLoopback(d.metrics_port());
   ASSERT_GE(silent, 0);
   ASSERT_GE(half, 0);
   const std::string partial = "GET /metr";
