@@ -112,7 +112,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           kerneld::Status st = reg.Resolve(who, id, offset, nbytes, align, &pin, &p);
           const bool live = t != nullptr && t->registered && t->owner == who;
           const unsigned __int128 end = static_cast<unsigned __int128>(offset) + nbytes;
-          const bool fits = t != nullptr && end <= t->size && (align <= 1 || offset % align == 0);
+          // Alignment is of the real address (a region may start off
+          // alignment; buffer_registry.cc checks base + offset).
+          const bool fits = t != nullptr && end <= t->size &&
+                            (align <= 1 || (reinterpret_cast<uintptr_t>(t->base) + offset) % align == 0);
           if (st.ok() != (live && fits)) __builtin_trap();
           if (!live && st.code() != StatusCode::kNotFound)
             __builtin_trap();  // unknown and foreign alike
