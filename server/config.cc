@@ -46,6 +46,9 @@ std::string FlagsHelp() {
   --inline_max_kb=N      a request whose tensors total at most N KiB runs on the gRPC
                          thread that received it when its device's queue is empty and
                          a worker slot is free, saving the hand-off (default 64; -1: never)
+  --inline_max_us=N      ...and when its op's recent execution time on that device is at
+                         most N us: a longer run would hold the receiving thread, and a
+                         stream's next read, for its whole length (default 100)
   --stream_window=N      requests in flight plus responses not yet written, per
                          ExecuteStream, before it stops reading (default 64)
   --stream_buffer_mb=N   request + response bytes one ExecuteStream may hold before it
@@ -101,6 +104,10 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       {"inline_max_kb",
        [&](const std::string& v) {
          return ParseInt(v, &cfg->inline_max_kb) && cfg->inline_max_kb >= -1 && cfg->inline_max_kb <= (1 << 20);
+       }},
+      {"inline_max_us",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->inline_max_us) && cfg->inline_max_us >= 0 && cfg->inline_max_us <= 10000000;
        }},
       {"stream_window", [&](const std::string& v) { return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0; }},
       {"stream_buffer_mb",

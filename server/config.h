@@ -23,6 +23,7 @@ struct Config {
   int queue_capacity = 1024;  // per device; full -> RESOURCE_EXHAUSTED
   int worker_spin_us = 0;     // idle device threads poll this long before sleeping
   int inline_max_kb = 64;     // small requests run on the receiving thread; -1: never
+  int inline_max_us = 100;    // ...if their op recently ran at most this long there
   int stream_window = 64;     // in-flight + unwritten requests per ExecuteStream
   int stream_buffer_mb = 64;  // request + response bytes one ExecuteStream holds
   double drain_timeout_s = 30;  // SIGTERM: finish in-flight work within this

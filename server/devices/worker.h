@@ -1,9 +1,11 @@
 // A device worker: a bounded queue and the threads that drain it. At most
-// `threads` requests run at once: on the pool's threads, or (small requests
+// `threads` requests run at once: on the pool's threads, or (short requests
 // arriving while the queue is empty and a slot is free) on the thread that
 // submitted them, which saves the hand-off and the wake-up of a sleeping
 // pool thread (tens of microseconds; the larger part of a small request's
-// server time).
+// server time). "Short" is judged twice: by bytes, and by how long the op
+// recently took on this device, because an inline run holds the receiving
+// gRPC thread: a stream reads nothing more until it returns.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "devices/task.h"
 
 namespace kerneld::server {
@@ -55,6 +58,12 @@ class DeviceWorker {
   // Tasks of at most this many bytes (Task::bytes) may run on the
   // submitting thread; negative: never. Set before the first Submit.
   void set_inline_max_bytes(int64_t bytes) { inline_max_bytes_ = bytes; }
+  // An op whose recent execution time on this device (a moving average of
+  // its runs, inline or not) exceeds this runs on the pool. Set before the
+  // first Submit.
+  void set_inline_max_ns(int64_t ns) { inline_max_ns_ = ns; }
+  // The moving average for `op` (0: never run here). For tests.
+  int64_t ExecuteEstimateNs(const OpDef* op);
 
  protected:
   // Runs one task on this device; returns the status and fills execute_ns.
@@ -70,7 +79,10 @@ class DeviceWorker {
 
  private:
   void Loop();
-  void RunOne(std::unique_ptr<Task> task);
+  // Returns the execution time, or -1 when the task was refused unexecuted.
+  int64_t RunOne(std::unique_ptr<Task> task);
+  // Folds one execution time into the op's average; mu_ held.
+  void RecordLocked(const OpDef* op, int64_t execute_ns);
   // Runs a task on the submitting thread; its slot is already taken.
   void RunInline(std::unique_ptr<Task> task);
 
@@ -85,6 +97,10 @@ class DeviceWorker {
   std::atomic<int64_t> spin_ns_{0};
   std::atomic<int> inflight_{0};
   int64_t inline_max_bytes_ = -1;
+  int64_t inline_max_ns_ = 100'000;
+  // Per-op moving average of execute_ns on this device; guarded by mu_,
+  // which Submit and both completion paths take anyway.
+  absl::flat_hash_map<const OpDef*, int64_t> execute_estimate_ns_;
   std::vector<std::thread> pool_;
 };
 
