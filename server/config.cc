@@ -43,6 +43,9 @@ std::string FlagsHelp() {
   --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
   --worker_spin_us=N     an idle device thread polls its queue N us before it sleeps:
                          trades CPU for the wake-up latency of a sleeping thread (0)
+  --adaptive_spin_us=N   an idle device thread polls up to N us, but only while tasks
+                         arrived within the last 8 x N us: no CPU spent when the daemon
+                         is idle (0: off)
   --inline_max_kb=N      a request whose tensors total at most N KiB runs on the gRPC
                          thread that received it when its device's queue is empty and
                          a worker slot is free, saving the hand-off (default 64; -1: never)
@@ -72,47 +75,91 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       {"listen",
        [&](const std::string& v) {
          if (v.empty()) return false;
-         if (!listen_seen) cfg->listen = v;
-         else cfg->extra_listen.push_back(v);
+         if (!listen_seen)
+           cfg->listen = v;
+         else
+           cfg->extra_listen.push_back(v);
          listen_seen = true;
          return true;
        }},
-      {"metrics_listen", [&](const std::string& v) { cfg->metrics_listen = v; return true; }},
+      {"metrics_listen",
+       [&](const std::string& v) {
+         cfg->metrics_listen = v;
+         return true;
+       }},
       {"log_level", [&](const std::string& v) { return ParseInt(v, &cfg->log_level); }},
-      {"log_format", [&](const std::string& v) { cfg->log_format = v; return v == "text" || v == "json"; }},
-      {"log_file", [&](const std::string& v) { cfg->log_file = v; return !v.empty(); }},
-      {"trace_file", [&](const std::string& v) { cfg->trace_file = v; return !v.empty(); }},
+      {"log_format",
+       [&](const std::string& v) {
+         cfg->log_format = v;
+         return v == "text" || v == "json";
+       }},
+      {"log_file",
+       [&](const std::string& v) {
+         cfg->log_file = v;
+         return !v.empty();
+       }},
+      {"trace_file",
+       [&](const std::string& v) {
+         cfg->trace_file = v;
+         return !v.empty();
+       }},
       {"trace_sample_rate",
        [&](const std::string& v) {
          char* end = nullptr;
          cfg->trace_sample_rate = std::strtod(v.c_str(), &end);
-         return !v.empty() && *end == '\0' && cfg->trace_sample_rate >= 0 && cfg->trace_sample_rate <= 1;
+         return !v.empty() && *end == '\0' && cfg->trace_sample_rate >= 0 &&
+                cfg->trace_sample_rate <= 1;
        }},
       {"max_message_mb",
-       [&](const std::string& v) { return ParseInt(v, &cfg->max_message_mb) && cfg->max_message_mb > 0 && cfg->max_message_mb <= 2047; }},
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->max_message_mb) && cfg->max_message_mb > 0 &&
+                cfg->max_message_mb <= 2047;
+       }},
       {"max_inflight_mb",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->max_inflight_mb) && cfg->max_inflight_mb > 0 && cfg->max_inflight_mb <= (1 << 24);
+         return ParseInt(v, &cfg->max_inflight_mb) && cfg->max_inflight_mb > 0 &&
+                cfg->max_inflight_mb <= (1 << 24);
        }},
-      {"cpu_workers", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0; }},
-      {"cpu_threads", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_threads) && cfg->cpu_threads >= 0; }},
-      {"queue_capacity", [&](const std::string& v) { return ParseInt(v, &cfg->queue_capacity) && cfg->queue_capacity > 0; }},
+      {"cpu_workers",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0;
+       }},
+      {"cpu_threads",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->cpu_threads) && cfg->cpu_threads >= 0;
+       }},
+      {"queue_capacity",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->queue_capacity) && cfg->queue_capacity > 0;
+       }},
       {"worker_spin_us",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->worker_spin_us) && cfg->worker_spin_us >= 0 && cfg->worker_spin_us <= 1000000;
+         return ParseInt(v, &cfg->worker_spin_us) && cfg->worker_spin_us >= 0 &&
+                cfg->worker_spin_us <= 1000000;
+       }},
+      {"adaptive_spin_us",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->adaptive_spin_us) && cfg->adaptive_spin_us >= 0 &&
+                cfg->adaptive_spin_us <= 100000;
        }},
       {"inline_max_kb",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->inline_max_kb) && cfg->inline_max_kb >= -1 && cfg->inline_max_kb <= (1 << 20);
+         return ParseInt(v, &cfg->inline_max_kb) && cfg->inline_max_kb >= -1 &&
+                cfg->inline_max_kb <= (1 << 20);
        }},
       {"inline_max_us",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->inline_max_us) && cfg->inline_max_us >= 0 && cfg->inline_max_us <= 10000000;
+         return ParseInt(v, &cfg->inline_max_us) && cfg->inline_max_us >= 0 &&
+                cfg->inline_max_us <= 10000000;
        }},
-      {"stream_window", [&](const std::string& v) { return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0; }},
+      {"stream_window",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0;
+       }},
       {"stream_buffer_mb",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->stream_buffer_mb) && cfg->stream_buffer_mb > 0 && cfg->stream_buffer_mb <= 65536;
+         return ParseInt(v, &cfg->stream_buffer_mb) && cfg->stream_buffer_mb > 0 &&
+                cfg->stream_buffer_mb <= 65536;
        }},
       {"drain_timeout_s",
        [&](const std::string& v) {
@@ -120,12 +167,19 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
          cfg->drain_timeout_s = std::strtod(v.c_str(), &end);
          // Finite and at most 1e6 s: the daemon turns it into milliseconds
          // in an int64 (inf or 1e300 overflowed that conversion, UB).
-         return !v.empty() && *end == '\0' && cfg->drain_timeout_s >= 0 && cfg->drain_timeout_s <= 1e6;
+         return !v.empty() && *end == '\0' && cfg->drain_timeout_s >= 0 &&
+                cfg->drain_timeout_s <= 1e6;
        }},
       {"enable_cuda", [&](const std::string& v) { return ParseBool(v, &cfg->enable_cuda); }},
-      {"ready_file", [&](const std::string& v) { cfg->ready_file = v; return true; }},
-      {"enable_test_ops", [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
-      {"allow_client_buffers", [&](const std::string& v) { return ParseBool(v, &cfg->allow_client_buffers); }},
+      {"ready_file",
+       [&](const std::string& v) {
+         cfg->ready_file = v;
+         return true;
+       }},
+      {"enable_test_ops",
+       [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
+      {"allow_client_buffers",
+       [&](const std::string& v) { return ParseBool(v, &cfg->allow_client_buffers); }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -133,13 +187,15 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       *help = true;
       return "";
     }
-    if (arg.rfind("--", 0) != 0) return "unexpected argument " + Quote(arg) + " (flags look like --name=value)";
+    if (arg.rfind("--", 0) != 0)
+      return "unexpected argument " + Quote(arg) + " (flags look like --name=value)";
     std::string name = arg.substr(2), value;
     auto eq = name.find('=');
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-    } else if (name == "enable_cuda" || name == "enable_test_ops" || name == "allow_client_buffers") {
+    } else if (name == "enable_cuda" || name == "enable_test_ops" ||
+               name == "allow_client_buffers") {
       value = "true";  // a bare boolean flag
     } else if (i + 1 < argc) {
       value = argv[++i];

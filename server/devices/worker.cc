@@ -7,6 +7,12 @@ namespace kerneld::server {
 
 namespace {
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -28,6 +34,8 @@ void DeviceWorker::Start() {
 bool DeviceWorker::Submit(std::unique_ptr<Task>& task) {
   // Read before the task is published: a pool thread may take it at once.
   const int64_t scheduled_ns = NsSince(task->arrival);
+  if (adaptive_spin_ns_.load(std::memory_order_relaxed) > 0)
+    last_submit_ns_.store(NowNs(), std::memory_order_relaxed);
   bool run_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -107,7 +115,11 @@ void DeviceWorker::Loop() {
     // Poll before sleeping (set_spin). depth_ is published under mu_ by
     // Submit; seeing it non-zero only says the lock is worth taking. Stop
     // is noticed after at most one spin.
-    if (const int64_t spin = spin_ns_.load(std::memory_order_relaxed); spin > 0 && queue_.empty()) {
+    int64_t spin = spin_ns_.load(std::memory_order_relaxed);
+    if (const int64_t adaptive = adaptive_spin_ns_.load(std::memory_order_relaxed);
+        adaptive > spin && NowNs() - last_submit_ns_.load(std::memory_order_relaxed) < adaptive * 8)
+      spin = adaptive;
+    if (spin > 0 && queue_.empty()) {
       lock.unlock();
       const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin);
       while (depth_.load(std::memory_order_acquire) == 0 &&

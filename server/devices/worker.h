@@ -55,6 +55,13 @@ class DeviceWorker {
   void set_spin(std::chrono::microseconds spin) {
     spin_ns_.store(spin.count() * 1000, std::memory_order_relaxed);
   }
+  // Adaptive polling: an idle thread polls up to `max` only while the
+  // device is busy, i.e. a task was submitted within the last `max` x 8;
+  // after a quiet spell it sleeps at once, so an idle daemon costs no CPU.
+  // Combined with set_spin, the longer of the two applies. 0: off.
+  void set_adaptive_spin(std::chrono::microseconds max) {
+    adaptive_spin_ns_.store(max.count() * 1000, std::memory_order_relaxed);
+  }
   // Tasks of at most this many bytes (Task::bytes) may run on the
   // submitting thread; negative: never. Set before the first Submit.
   void set_inline_max_bytes(int64_t bytes) { inline_max_bytes_ = bytes; }
@@ -95,6 +102,9 @@ class DeviceWorker {
   int running_ = 0;  // tasks executing (pool and inline), at most threads_
   std::atomic<int> depth_{0};
   std::atomic<int64_t> spin_ns_{0};
+  std::atomic<int64_t> adaptive_spin_ns_{0};
+  // steady_clock ns of the last Submit, for the adaptive spin.
+  std::atomic<int64_t> last_submit_ns_{0};
   std::atomic<int> inflight_{0};
   int64_t inline_max_bytes_ = -1;
   int64_t inline_max_ns_ = 100'000;
