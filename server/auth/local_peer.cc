@@ -72,15 +72,26 @@ std::optional<uid_t> FindUidInProcNetTcp(absl::string_view table, const std::str
   return std::nullopt;
 }
 
+namespace {
+std::string ReadAll(const char* path) {
+  std::ifstream f(path);
+  if (!f) return "";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
 std::optional<uid_t> LocalTcpPeerUid(absl::string_view peer, const std::vector<int>& server_ports) {
   bool v6 = false;
   const std::string local = ProcNetAddress(peer, &v6);
   if (local.empty()) return std::nullopt;
-  std::ifstream f(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return FindUidInProcNetTcp(ss.str(), local, server_ports);
+  if (auto uid = FindUidInProcNetTcp(ReadAll(v6 ? "/proc/net/tcp6" : "/proc/net/tcp"), local, server_ports))
+    return uid;
+  // gRPC's clients open dual-stack sockets: an IPv4 peer's end is then an
+  // IPv6 socket whose address is v4-mapped (::ffff:a.b.c.d).
+  if (!v6) return FindUidInProcNetTcp(ReadAll("/proc/net/tcp6"), "0000000000000000FFFF0000" + local, server_ports);
+  return std::nullopt;
 }
 
 namespace {

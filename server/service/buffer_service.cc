@@ -92,8 +92,9 @@ ShmAccessCheck BufferServiceImpl::AccessCheckFor(const grpc::CallbackServerConte
     }
     uid = LocalTcpPeerUid(ctx->peer(), ports);
   }
-  return [uid, gid](const struct stat& st) {
+  return [uid, gid, peer = ctx->peer()](const struct stat& st) {
     std::string why = MayReadWrite(st, uid, gid);
+    if (!why.empty() && !uid) why += " [peer " + Sanitize(peer) + "]";
     if (!why.empty()) PrincipalStats::Global().CountPermissionDenied();
     return why;
   };
