@@ -1,17 +1,18 @@
 #include "credentials.h"
 
+#include <grpcpp/support/client_interceptor.h>
+
 #include <fstream>
 #include <sstream>
 #include <utility>
 #include <vector>
 
-#include <grpcpp/support/client_interceptor.h>
-
 namespace kerneld::client {
 
 namespace {
 
-bool ReadFile(const std::string& flag, const std::string& path, std::string* out, std::string* error) {
+bool ReadFile(const std::string& flag, const std::string& path, std::string* out,
+              std::string* error) {
   if (path.empty()) return true;
   std::ifstream f(path);
   if (!f) {
@@ -31,7 +32,8 @@ class TokenInterceptor : public grpc::experimental::Interceptor {
  public:
   explicit TokenInterceptor(const std::string* value) : value_(value) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
-    if (m->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA))
+    if (m->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA))
       m->GetSendInitialMetadata()->insert({"authorization", *value_});
     m->Proceed();
   }
@@ -43,7 +45,8 @@ class TokenInterceptor : public grpc::experimental::Interceptor {
 class TokenInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   explicit TokenInterceptorFactory(std::string token) : value_("Bearer " + std::move(token)) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
     return new TokenInterceptor(&value_);
   }
 
@@ -61,7 +64,8 @@ ClientSecurity& Defaults() {
 void SetDefaultSecurity(const ClientSecurity& sec) { Defaults() = sec; }
 const ClientSecurity& DefaultSecurity() { return Defaults(); }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const grpc::ChannelArguments& args,
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const grpc::ChannelArguments& args,
                                            const ClientSecurity& sec, std::string* error) {
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (sec.tls()) {

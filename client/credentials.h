@@ -3,10 +3,10 @@
 // token, sent as "authorization: Bearer TOKEN" on every call.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 namespace kerneld::client {
 
@@ -20,7 +20,8 @@ struct ClientSecurity {
 
 // A channel to `target` with `sec` applied. On an unreadable or half-given
 // file, *error says which (the channel is then null).
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const grpc::ChannelArguments& args,
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const grpc::ChannelArguments& args,
                                            const ClientSecurity& sec, std::string* error);
 
 // kernelctl's flags --tls_ca/--tls_cert/--tls_key/--token, then

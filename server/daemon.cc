@@ -74,7 +74,10 @@ std::string Daemon::ReloadTokens() {
 
 std::string Daemon::Start() {
   peers_ = std::make_unique<PeerTable>();
-  auth_ = std::make_unique<Authenticator>(cfg_, peers_.get());
+  // Only unix sockets have peers to look up: TCP calls skip the lookup.
+  bool any_unix = cfg_.listen.rfind("unix:", 0) == 0;
+  for (const auto& a : cfg_.extra_listen) any_unix = any_unix || a.rfind("unix:", 0) == 0;
+  auth_ = std::make_unique<Authenticator>(cfg_, any_unix ? peers_.get() : nullptr);
   if (std::string err = auth_->Init(); !err.empty()) return err;
   SetCallAuthenticator(auth_.get());
   metrics_ = std::make_unique<Metrics>();

@@ -97,11 +97,13 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
   if (auto it = md.find("authorization"); it != md.end()) {
     const std::string_view value(it->second.data(), it->second.size());
     constexpr std::string_view kBearer = "bearer ";
-    if (value.size() <= kBearer.size() || !absl::EqualsIgnoreCase(absl::string_view(value.data(), kBearer.size()),
-                                                         absl::string_view(kBearer.data(), kBearer.size()))) {
+    if (value.size() <= kBearer.size() ||
+        !absl::EqualsIgnoreCase(absl::string_view(value.data(), kBearer.size()),
+                                absl::string_view(kBearer.data(), kBearer.size()))) {
       PrincipalStats::Global().CountUnauthenticated();
-      return {StatusCode::kUnauthenticated,
-              "the authorization metadata is not \"Bearer TOKEN\"; send authorization: Bearer <token>"};
+      return {
+          StatusCode::kUnauthenticated,
+          "the authorization metadata is not \"Bearer TOKEN\"; send authorization: Bearer <token>"};
     }
     const absl::string_view rest(value.data() + kBearer.size(), value.size() - kBearer.size());
     const std::string token(absl::StripAsciiWhitespace(rest));
@@ -113,14 +115,16 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
     if (table == nullptr) {
       PrincipalStats::Global().CountUnauthenticated();
       return {StatusCode::kUnauthenticated,
-              "this kerneld has no --auth_tokens file, so it knows no bearer token; connect without one"};
+              "this kerneld has no --auth_tokens file, so it knows no bearer token; connect "
+              "without one"};
     }
     auto e = table->find(token);
     if (e == table->end()) {
       PrincipalStats::Global().CountUnauthenticated();
-      return {StatusCode::kUnauthenticated,
-              "unknown bearer token (revoked, mistyped, or for another daemon); ask the operator for a "
-              "token listed in kerneld's --auth_tokens file"};
+      return {
+          StatusCode::kUnauthenticated,
+          "unknown bearer token (revoked, mistyped, or for another daemon); ask the operator for a "
+          "token listed in kerneld's --auth_tokens file"};
     }
     FillFromToken(e->second, out);
     return Status::Ok();
@@ -141,9 +145,11 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
   }
   if (tokens_enabled()) {
     PrincipalStats::Global().CountUnauthenticated();
-    return {StatusCode::kUnauthenticated,
-            "no credentials: this kerneld requires a bearer token (metadata authorization: Bearer TOKEN; "
-            "kernelctl --token or $KERNELD_TOKEN), a client certificate, or a unix-socket connection"};
+    return {
+        StatusCode::kUnauthenticated,
+        "no credentials: this kerneld requires a bearer token (metadata authorization: Bearer "
+        "TOKEN; "
+        "kernelctl --token or $KERNELD_TOKEN), a client certificate, or a unix-socket connection"};
   }
   return Status::Ok();  // single-user default: anonymous
 }

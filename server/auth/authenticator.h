@@ -3,11 +3,11 @@
 // no --auth_tokens file is configured). docs/security.md has the rules.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "auth/identity.h"
 #include "auth/peer_listener.h"

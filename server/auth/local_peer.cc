@@ -86,11 +86,14 @@ std::optional<uid_t> LocalTcpPeerUid(absl::string_view peer, const std::vector<i
   bool v6 = false;
   const std::string local = ProcNetAddress(peer, &v6);
   if (local.empty()) return std::nullopt;
-  if (auto uid = FindUidInProcNetTcp(ReadAll(v6 ? "/proc/net/tcp6" : "/proc/net/tcp"), local, server_ports))
+  if (auto uid = FindUidInProcNetTcp(ReadAll(v6 ? "/proc/net/tcp6" : "/proc/net/tcp"), local,
+                                     server_ports))
     return uid;
   // gRPC's clients open dual-stack sockets: an IPv4 peer's end is then an
   // IPv6 socket whose address is v4-mapped (::ffff:a.b.c.d).
-  if (!v6) return FindUidInProcNetTcp(ReadAll("/proc/net/tcp6"), "0000000000000000FFFF0000" + local, server_ports);
+  if (!v6)
+    return FindUidInProcNetTcp(ReadAll("/proc/net/tcp6"), "0000000000000000FFFF0000" + local,
+                               server_ports);
   return std::nullopt;
 }
 
@@ -114,7 +117,8 @@ bool InSupplementaryGroup(uid_t uid, gid_t g) {
 
 }  // namespace
 
-std::string MayReadWrite(const struct stat& st, std::optional<uid_t> uid, std::optional<gid_t> gid) {
+std::string MayReadWrite(const struct stat& st, std::optional<uid_t> uid,
+                         std::optional<gid_t> gid) {
   const mode_t m = st.st_mode;
   const char* whose;
   bool ok;
@@ -132,9 +136,11 @@ std::string MayReadWrite(const struct stat& st, std::optional<uid_t> uid, std::o
   if (ok) return "";
   char mode[16];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(m & 07777));
-  std::string who = uid ? "uid " + std::to_string(*uid) : std::string("a caller without a known uid");
-  return who + " may not open it read-write itself (owner uid " + std::to_string(st.st_uid) + ", group " +
-         std::to_string(st.st_gid) + ", mode " + mode + "; the " + whose + " bits apply)";
+  std::string who =
+      uid ? "uid " + std::to_string(*uid) : std::string("a caller without a known uid");
+  return who + " may not open it read-write itself (owner uid " + std::to_string(st.st_uid) +
+         ", group " + std::to_string(st.st_gid) + ", mode " + mode + "; the " + whose +
+         " bits apply)";
 }
 
 }  // namespace kerneld::server

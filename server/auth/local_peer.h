@@ -3,7 +3,6 @@
 // memory (no confused deputy; docs/security.md).
 #pragma once
 
-#include "absl/strings/string_view.h"
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -11,6 +10,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace kerneld::server {
 

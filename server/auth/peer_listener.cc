@@ -1,6 +1,7 @@
 #include "auth/peer_listener.h"
 
 #include <fcntl.h>
+#include <grpcpp/server_posix.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,8 +11,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-
-#include <grpcpp/server_posix.h>
 
 #include "absl/strings/numbers.h"
 
@@ -36,8 +35,8 @@ std::string UnixPeerListener::Bind() {
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   if (path_.empty() || path_.size() >= sizeof sa.sun_path)
-    return "unix socket path " + path_ + " is empty or longer than " + std::to_string(sizeof sa.sun_path - 1) +
-           " bytes";
+    return "unix socket path " + path_ + " is empty or longer than " +
+           std::to_string(sizeof sa.sun_path - 1) + " bytes";
   std::memcpy(sa.sun_path, path_.data(), path_.size());
   // A socket file left by a daemon that died is replaced, as gRPC does; any
   // other kind of file is not ours to remove.
@@ -45,7 +44,8 @@ std::string UnixPeerListener::Bind() {
   if (lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path_.c_str());
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return std::string("socket(AF_UNIX): ") + std::strerror(errno);
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(listen_fd_, 128) != 0) {
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      listen(listen_fd_, 128) != 0) {
     std::string err = std::strerror(errno);
     close(listen_fd_);
     listen_fd_ = -1;
@@ -90,7 +90,8 @@ void UnixPeerListener::AcceptLoop(grpc::Server* server) {
 
 void UnixPeerListener::Stop() {
   if (wake_[1] >= 0) {
-    if (write(wake_[1], "x", 1) < 0) { /* the thread also stops when the pipe closes */ }
+    if (write(wake_[1], "x", 1) < 0) { /* the thread also stops when the pipe closes */
+    }
   }
   if (thread_.joinable()) thread_.join();
   if (listen_fd_ >= 0) {

@@ -13,7 +13,7 @@
 // so a live call never reads a later connection's entry.
 #pragma once
 
-#include "absl/strings/string_view.h"
+#include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
+#include "absl/strings/string_view.h"
 
 namespace kerneld::server {
 

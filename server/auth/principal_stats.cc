@@ -18,7 +18,8 @@ std::shared_ptr<std::atomic<int64_t>> PrincipalStats::Inflight(const Principal& 
 
 namespace {
 
-prometheus::MetricFamily Family(const std::string& name, const std::string& help, prometheus::MetricType t) {
+prometheus::MetricFamily Family(const std::string& name, const std::string& help,
+                                prometheus::MetricType t) {
   prometheus::MetricFamily f;
   f.name = name;
   f.help = help;
@@ -26,11 +27,14 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
   return f;
 }
 
-void AddValue(prometheus::MetricFamily* f, double v, std::vector<prometheus::ClientMetric::Label> labels = {}) {
+void AddValue(prometheus::MetricFamily* f, double v,
+              std::vector<prometheus::ClientMetric::Label> labels = {}) {
   prometheus::ClientMetric m;
   m.label = std::move(labels);
-  if (f->type == prometheus::MetricType::Counter) m.counter.value = v;
-  else m.gauge.value = v;
+  if (f->type == prometheus::MetricType::Counter)
+    m.counter.value = v;
+  else
+    m.gauge.value = v;
   f->metric.push_back(std::move(m));
 }
 
@@ -39,16 +43,19 @@ void AddValue(prometheus::MetricFamily* f, double v, std::vector<prometheus::Cli
 std::vector<prometheus::MetricFamily> PrincipalStats::Collect(const BufferRegistry* buffers) const {
   using prometheus::MetricType;
   std::vector<prometheus::MetricFamily> out;
-  auto exceeded = Family("kerneld_principal_quota_exceeded_total",
-                         "Requests refused with RESOURCE_EXHAUSTED because a principal's quota was reached.",
-                         MetricType::Counter);
+  auto exceeded =
+      Family("kerneld_principal_quota_exceeded_total",
+             "Requests refused with RESOURCE_EXHAUSTED because a principal's quota was reached.",
+             MetricType::Counter);
   const char* names[] = {"bytes", "buffers", "inflight"};
-  for (int i = 0; i < 3; ++i) AddValue(&exceeded, static_cast<double>(quota_exceeded_[i].load()), {{"quota", names[i]}});
+  for (int i = 0; i < 3; ++i)
+    AddValue(&exceeded, static_cast<double>(quota_exceeded_[i].load()), {{"quota", names[i]}});
   out.push_back(std::move(exceeded));
-  auto auth = Family("kerneld_principal_auth_failures_total",
-                     "Calls refused: UNAUTHENTICATED (no or unknown identity) or PERMISSION_DENIED (role, "
-                     "or a shared-memory object the caller could not open itself).",
-                     MetricType::Counter);
+  auto auth =
+      Family("kerneld_principal_auth_failures_total",
+             "Calls refused: UNAUTHENTICATED (no or unknown identity) or PERMISSION_DENIED (role, "
+             "or a shared-memory object the caller could not open itself).",
+             MetricType::Counter);
   AddValue(&auth, static_cast<double>(unauthenticated_.load()), {{"code", "UNAUTHENTICATED"}});
   AddValue(&auth, static_cast<double>(permission_denied_.load()), {{"code", "PERMISSION_DENIED"}});
   out.push_back(std::move(auth));
@@ -75,11 +82,13 @@ std::vector<prometheus::MetricFamily> PrincipalStats::Collect(const BufferRegist
     AddValue(&f, v);
     out.push_back(std::move(f));
   };
-  g("kerneld_principal_holding_buffers", "Principals that hold at least one buffer.", static_cast<double>(holders));
+  g("kerneld_principal_holding_buffers", "Principals that hold at least one buffer.",
+    static_cast<double>(holders));
   g("kerneld_principal_max_buffer_bytes",
     "The most bytes (registered + allocated) any one principal holds: compare with --quota_bytes.",
     static_cast<double>(max_bytes));
-  g("kerneld_principal_max_buffers", "The most buffers any one principal holds: compare with --quota_buffers.",
+  g("kerneld_principal_max_buffers",
+    "The most buffers any one principal holds: compare with --quota_buffers.",
     static_cast<double>(max_buffers));
   g("kerneld_principal_requests_inflight_max",
     "The most requests in flight for any one identified principal: compare with --quota_inflight.",

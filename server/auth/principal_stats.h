@@ -4,6 +4,8 @@
 // unbounded and may be personal data; logs and traces name them instead.
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -11,8 +13,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 #include "buffers/buffer_registry.h"
 

@@ -11,7 +11,8 @@ namespace {
 
 // gRPC only logs a bad PEM and then fails to start; reading and sniffing
 // the files here lets the message name the flag.
-std::string ReadPem(const std::string& flag, const std::string& path, const char* marker, std::string* out) {
+std::string ReadPem(const std::string& flag, const std::string& path, const char* marker,
+                    std::string* out) {
   std::ifstream f(path);
   if (!f) return "cannot read " + flag + "=" + path + ": " + std::strerror(errno);
   std::stringstream ss;
@@ -26,9 +27,13 @@ std::string ReadPem(const std::string& flag, const std::string& path, const char
 
 std::string MakeTlsCredentials(const Config& cfg, std::shared_ptr<grpc::ServerCredentials>* out) {
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  if (std::string e = ReadPem("--tls_cert", cfg.tls_cert, "-----BEGIN CERTIFICATE-----", &pair.cert_chain); !e.empty())
+  if (std::string e =
+          ReadPem("--tls_cert", cfg.tls_cert, "-----BEGIN CERTIFICATE-----", &pair.cert_chain);
+      !e.empty())
     return e;
-  if (std::string e = ReadPem("--tls_key", cfg.tls_key, "PRIVATE KEY-----", &pair.private_key); !e.empty()) return e;
+  if (std::string e = ReadPem("--tls_key", cfg.tls_key, "PRIVATE KEY-----", &pair.private_key);
+      !e.empty())
+    return e;
   grpc::SslServerCredentialsOptions opts(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   if (!cfg.tls_client_ca.empty()) {
     if (std::string e = ReadPem("--tls_client_ca", cfg.tls_client_ca, "-----BEGIN CERTIFICATE-----",

@@ -2,10 +2,10 @@
 // --tls_client_ca a required, verified client certificate (mutual TLS).
 #pragma once
 
+#include <grpcpp/security/server_credentials.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/security/server_credentials.h>
 
 #include "config.h"
 

@@ -31,7 +31,8 @@ Status LineError(int line, const std::string& what) {
 Status ParseOption(int line, absl::string_view opt, TokenEntry* e) {
   const size_t eq = opt.find('=');
   if (eq == absl::string_view::npos)
-    return LineError(line, "option " + Quote(std::string(opt)) + " is not key=value (uid, max_bytes, max_buffers, max_inflight)");
+    return LineError(line, "option " + Quote(std::string(opt)) +
+                               " is not key=value (uid, max_bytes, max_buffers, max_inflight)");
   const std::string key(opt.substr(0, eq)), value(opt.substr(eq + 1));
   int64_t v = 0;
   if (key == "uid") {
@@ -40,14 +41,16 @@ Status ParseOption(int line, absl::string_view opt, TokenEntry* e) {
       return LineError(line, "uid=" + Sanitize(value) + " is not a uid (a number)");
     e->uid = uid;
   } else if (key == "max_bytes") {
-    if (!ParseByteSize(value, &v)) return LineError(line, "max_bytes=" + Sanitize(value) + " is not a size (N, NK, NM, NG)");
+    if (!ParseByteSize(value, &v))
+      return LineError(line, "max_bytes=" + Sanitize(value) + " is not a size (N, NK, NM, NG)");
     e->max_bytes = v;
   } else if (key == "max_buffers" || key == "max_inflight") {
     if (!absl::SimpleAtoi(value, &v) || v < 0)
       return LineError(line, key + "=" + Sanitize(value) + " is not a count >= 0");
     (key == "max_buffers" ? e->max_buffers : e->max_inflight) = v;
   } else {
-    return LineError(line, "unknown option " + Quote(key) + " (uid, max_bytes, max_buffers, max_inflight)");
+    return LineError(
+        line, "unknown option " + Quote(key) + " (uid, max_bytes, max_buffers, max_inflight)");
   }
   return Status::Ok();
 }
@@ -56,16 +59,19 @@ Status ParseOption(int line, absl::string_view opt, TokenEntry* e) {
 
 Status ParseTokenFile(absl::string_view text, TokenTable* out) {
   if (text.size() > kMaxTokenFileBytes)
-    return InvalidArgument("--auth_tokens file has " + std::to_string(text.size()) + " bytes; at most " +
-                           std::to_string(kMaxTokenFileBytes));
+    return InvalidArgument("--auth_tokens file has " + std::to_string(text.size()) +
+                           " bytes; at most " + std::to_string(kMaxTokenFileBytes));
   TokenTable table;
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_no;
     if (size_t hash = line.find('#'); hash != absl::string_view::npos) line = line.substr(0, hash);
-    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (f.empty()) continue;
-    if (f.size() < 3) return LineError(line_no, "expected TOKEN PRINCIPAL ROLE, got " + std::to_string(f.size()) + " fields");
+    if (f.size() < 3)
+      return LineError(
+          line_no, "expected TOKEN PRINCIPAL ROLE, got " + std::to_string(f.size()) + " fields");
     const absl::string_view token = f[0], principal = f[1], role = f[2];
     // The token itself is never echoed: the message may reach a log.
     if (token.size() < kMinTokenLength || token.size() > kMaxTokenLength || !Printable(token))
@@ -79,12 +85,16 @@ Status ParseTokenFile(absl::string_view text, TokenTable* out) {
                                     " printable characters without spaces, and not \"anonymous\"");
     TokenEntry e;
     e.principal = std::string(principal);
-    if (role == "user") e.role = Role::kUser;
-    else if (role == "admin") e.role = Role::kAdmin;
-    else return LineError(line_no, "role " + Quote(std::string(role)) + " is neither user nor admin");
+    if (role == "user")
+      e.role = Role::kUser;
+    else if (role == "admin")
+      e.role = Role::kAdmin;
+    else
+      return LineError(line_no, "role " + Quote(std::string(role)) + " is neither user nor admin");
     for (size_t i = 3; i < f.size(); ++i) KERNELD_RETURN_IF_ERROR(ParseOption(line_no, f[i], &e));
     if (!table.emplace(std::string(token), std::move(e)).second)
-      return LineError(line_no, "this token is already on an earlier line; each token names one principal");
+      return LineError(line_no,
+                       "this token is already on an earlier line; each token names one principal");
   }
   *out = std::move(table);
   return Status::Ok();
@@ -92,7 +102,9 @@ Status ParseTokenFile(absl::string_view text, TokenTable* out) {
 
 Status LoadTokenFile(const std::string& path, TokenTable* out) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return InvalidArgument("cannot open --auth_tokens " + Quote(path) + ": " + std::strerror(errno));
+  if (fd < 0)
+    return InvalidArgument("cannot open --auth_tokens " + Quote(path) + ": " +
+                           std::strerror(errno));
   std::string text;
   char buf[65536];
   ssize_t n = 0;
@@ -102,7 +114,8 @@ Status LoadTokenFile(const std::string& path, TokenTable* out) {
   }
   const int e = errno;
   close(fd);
-  if (n < 0) return InvalidArgument("cannot read --auth_tokens " + Quote(path) + ": " + std::strerror(e));
+  if (n < 0)
+    return InvalidArgument("cannot read --auth_tokens " + Quote(path) + ": " + std::strerror(e));
   Status st = ParseTokenFile(text, out);
   if (!st.ok()) return InvalidArgument(st.message() + " (in " + Quote(path) + ")");
   return st;

@@ -6,12 +6,12 @@
 // Parsed whole or not at all: a reload with a mistake keeps the old table.
 #pragma once
 
-#include "absl/strings/string_view.h"
 #include <optional>
 #include <string>
 #include <string_view>
-
 #include <unordered_map>
+
+#include "absl/strings/string_view.h"
 #include "auth/identity.h"
 #include "kerneld/status.h"
 

@@ -27,9 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   for (const auto& [token, e] : table) {
-    if (token.size() < kMinTokenLength || token.size() > kMaxTokenLength || !Printable(token)) __builtin_trap();
-    if (e.principal.empty() || e.principal.size() > kMaxPrincipalLength || !Printable(e.principal) ||
-        e.principal == kAnonymous)
+    if (token.size() < kMinTokenLength || token.size() > kMaxTokenLength || !Printable(token))
+      __builtin_trap();
+    if (e.principal.empty() || e.principal.size() > kMaxPrincipalLength ||
+        !Printable(e.principal) || e.principal == kAnonymous)
       __builtin_trap();
     if (e.role != Role::kUser && e.role != Role::kAdmin) __builtin_trap();
     for (const auto& v : {e.max_bytes, e.max_buffers, e.max_inflight})

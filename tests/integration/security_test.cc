@@ -32,19 +32,23 @@ class Certs : public ::testing::Environment {
     dir = mkdtemp(tmpl);
     const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     const std::string script =
-        "set -e; cd " + dir + ";" +
-        "openssl req -x509 " + ec + " -keyout ca.key -out ca.pem -days 2 -subj /CN=kerneld-test-ca;" +
-        "openssl req -x509 " + ec + " -keyout ca2.key -out ca2.pem -days 2 -subj /CN=other-ca;" +
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n' > server.ext;" +
-        "printf 'extendedKeyUsage=clientAuth\\n' > client.ext;" +
-        "openssl req " + ec + " -keyout server.key -out server.csr -subj /CN=localhost;" +
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
+        "set -e; cd " + dir + ";" + "openssl req -x509 " + ec +
+        " -keyout ca.key -out ca.pem -days 2 -subj /CN=kerneld-test-ca;" + "openssl req -x509 " +
+        ec + " -keyout ca2.key -out ca2.pem -days 2 -subj /CN=other-ca;" +
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n' > "
+        "server.ext;" +
+        "printf 'extendedKeyUsage=clientAuth\\n' > client.ext;" + "openssl req " + ec +
+        " -keyout server.key -out server.csr -subj /CN=localhost;" +
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
+        "-days 2 "
         "-extfile server.ext;" +
         "openssl req " + ec + " -keyout alice.key -out alice.csr -subj /O=team-a/CN=alice;" +
-        "openssl x509 -req -in alice.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out alice.pem -days 2 "
+        "openssl x509 -req -in alice.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out alice.pem "
+        "-days 2 "
         "-extfile client.ext;" +
         "openssl req " + ec + " -keyout mallory.key -out mallory.csr -subj /CN=mallory;" +
-        "openssl x509 -req -in mallory.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -out mallory.pem "
+        "openssl x509 -req -in mallory.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -out "
+        "mallory.pem "
         "-days 2 -extfile client.ext;";
     std::string out;
     if (RunCapture(script, &out) != 0) error = "openssl failed: " + out;
@@ -61,7 +65,8 @@ const auto* const kCerts = ::testing::AddGlobalTestEnvironment(new Certs);
 #define REQUIRE_CERTS() \
   if (!Certs::error.empty()) GTEST_FAIL() << Certs::error
 
-ClientSecurity Tls(const std::string& ca, const std::string& who = "", const std::string& token = "") {
+ClientSecurity Tls(const std::string& ca, const std::string& who = "",
+                   const std::string& token = "") {
   ClientSecurity s;
   s.tls_ca = Certs::Path(ca);
   if (!who.empty()) {
@@ -79,7 +84,8 @@ ClientSecurity Token(const std::string& token) {
 }
 
 std::unique_ptr<KernelClient> Connect(const std::string& target, const ClientSecurity& sec) {
-  return std::make_unique<KernelClient>(target, client::ClientOptions(256, std::chrono::seconds(10), sec));
+  return std::make_unique<KernelClient>(target,
+                                        client::ClientOptions(256, std::chrono::seconds(10), sec));
 }
 
 grpc::StatusCode ListCode(KernelClient& c, std::string* msg = nullptr) {
@@ -162,7 +168,7 @@ TEST(Tls, TheDaemonIsVerifiedAgainstTheRightCaOnly) {
   ASSERT_EQ(d.Ready("grpc_tls").size(), 1u) << d.Log();
   const std::string tls = d.Ready("grpc_tls")[0];
   EXPECT_EQ(ListCode(*Connect(tls, Tls("ca.pem"))), grpc::StatusCode::OK);
-  EXPECT_NE(ListCode(*Connect(tls, Tls("ca2.pem"))), grpc::StatusCode::OK);  // wrong CA
+  EXPECT_NE(ListCode(*Connect(tls, Tls("ca2.pem"))), grpc::StatusCode::OK);    // wrong CA
   EXPECT_NE(ListCode(*Connect(tls, ClientSecurity{})), grpc::StatusCode::OK);  // plaintext to TLS
   EXPECT_EQ(ListCode(d.client()), grpc::StatusCode::OK);  // --listen stays plaintext
   EXPECT_EQ(d.Terminate(), 0);
@@ -176,8 +182,9 @@ TEST(Tls, MutualTlsRequiresAClientCertificateAndNamesThePrincipal) {
   const std::string tls = d.Ready("grpc_tls").at(0);
   auto alice = Connect(tls, Tls("ca.pem", "alice"));
   EXPECT_EQ(ListCode(*alice), grpc::StatusCode::OK);
-  EXPECT_NE(ListCode(*Connect(tls, Tls("ca.pem"))), grpc::StatusCode::OK);             // no certificate
-  EXPECT_NE(ListCode(*Connect(tls, Tls("ca.pem", "mallory"))), grpc::StatusCode::OK);  // another CA's
+  EXPECT_NE(ListCode(*Connect(tls, Tls("ca.pem"))), grpc::StatusCode::OK);  // no certificate
+  EXPECT_NE(ListCode(*Connect(tls, Tls("ca.pem", "mallory"))),
+            grpc::StatusCode::OK);  // another CA's
   SharedMemoryBuffer shm(*alice, 4096);
   ASSERT_TRUE(shm.status().ok()) << shm.status().error_message();
   grpc::Status st;
@@ -268,7 +275,8 @@ TEST(Tokens, SighupRereadsTheFileAndKeepsItOnAMistake) {
   EXPECT_EQ(ListCode(*alice), grpc::StatusCode::UNAUTHENTICATED);
   WriteTokens(dir, kBob + " bob superuser\n");  // a mistake: bob stays
   kill(d.pid(), SIGHUP);
-  while (d.Log().find("previous tokens stay") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+  while (d.Log().find("previous tokens stay") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_NE(d.Log().find("role 'superuser'"), std::string::npos) << d.Log();
   EXPECT_EQ(ListCode(*bob), grpc::StatusCode::OK);
@@ -279,7 +287,8 @@ TEST(Tokens, SighupRereadsTheFileAndKeepsItOnAMistake) {
 
 TEST(Isolation, APrincipalSeesUsesRenewsAndUnregistersOnlyItsOwn) {
   REQUIRE_CERTS();
-  const std::string file = TokenFile(kAlice + " alice user\n" + kBob + " bob user\n" + kOps + " ops admin\n");
+  const std::string file =
+      TokenFile(kAlice + " alice user\n" + kBob + " bob user\n" + kOps + " ops admin\n");
   Daemon d({"--auth_tokens=" + file});
   ASSERT_TRUE(d.ok()) << d.Log();
   auto alice = Connect(d.target(), Token(kAlice));
@@ -295,7 +304,8 @@ TEST(Isolation, APrincipalSeesUsesRenewsAndUnregistersOnlyItsOwn) {
   EXPECT_TRUE(List(*ops, false, &st).empty());  // an admin's own list is its own
 
   // Alice's id answers bob exactly as an unknown id does.
-  auto same_as_unknown = [&](const grpc::Status& got, const grpc::Status& unknown, const std::string& what) {
+  auto same_as_unknown = [&](const grpc::Status& got, const grpc::Status& unknown,
+                             const std::string& what) {
     EXPECT_EQ(got.error_code(), grpc::StatusCode::NOT_FOUND) << what << ": " << got.error_message();
     std::string m = got.error_message();
     m.replace(m.find(a.id()), a.id().size(), "ID");
@@ -305,7 +315,8 @@ TEST(Isolation, APrincipalSeesUsesRenewsAndUnregistersOnlyItsOwn) {
   };
   same_as_unknown(ScaleIn(*bob, a.id()), ScaleIn(*bob, "buf-999-00000000"), "use");
   same_as_unknown(Call(*bob, "renew", a.id()), Call(*bob, "renew", "buf-999-00000000"), "renew");
-  same_as_unknown(Call(*bob, "unregister", a.id()), Call(*bob, "unregister", "buf-999-00000000"), "unregister");
+  same_as_unknown(Call(*bob, "unregister", a.id()), Call(*bob, "unregister", "buf-999-00000000"),
+                  "unregister");
   EXPECT_TRUE(ScaleIn(*alice, a.id()).ok());  // still alice's, untouched
   EXPECT_TRUE(Call(*alice, "renew", a.id()).ok());
 
@@ -344,18 +355,22 @@ TEST(Quotas, EachOneExceededSaysWhichAndTheUse) {
   SharedMemoryBuffer b2(*bob, 4096), b3(*bob, 4096);
   ASSERT_TRUE(b1->status().ok() && b2.status().ok()) << b1->status().error_message();
   EXPECT_EQ(b3.status().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(b3.status().error_message().find("max_buffers"), std::string::npos) << b3.status().error_message();
-  EXPECT_NE(b3.status().error_message().find("holds 2 buffers"), std::string::npos) << b3.status().error_message();
+  EXPECT_NE(b3.status().error_message().find("max_buffers"), std::string::npos)
+      << b3.status().error_message();
+  EXPECT_NE(b3.status().error_message().find("holds 2 buffers"), std::string::npos)
+      << b3.status().error_message();
   SharedMemoryBuffer a1(*alice, 4096), a2(*alice, 4096);
   EXPECT_TRUE(a1.status().ok()) << a1.status().error_message();
   EXPECT_EQ(a2.status().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(a2.status().error_message().find("at most 1"), std::string::npos) << a2.status().error_message();
+  EXPECT_NE(a2.status().error_message().find("at most 1"), std::string::npos)
+      << a2.status().error_message();
 
   // Bytes registered: 4096 held + 10000 > 12 KiB.
   b1.reset();
   SharedMemoryBuffer big(*bob, 10000);
   EXPECT_EQ(big.status().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(big.status().error_message().find("max_bytes"), std::string::npos) << big.status().error_message();
+  EXPECT_NE(big.status().error_message().find("max_bytes"), std::string::npos)
+      << big.status().error_message();
   EXPECT_NE(big.status().error_message().find("holds 4096 bytes"), std::string::npos)
       << big.status().error_message();
 
@@ -370,7 +385,8 @@ TEST(Quotas, EachOneExceededSaysWhichAndTheUse) {
   grpc::Status st = bob->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   EXPECT_NE(st.error_message().find("max_inflight"), std::string::npos) << st.error_message();
-  EXPECT_NE(st.error_message().find("1 requests in flight"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("1 requests in flight"), std::string::npos)
+      << st.error_message();
   EXPECT_TRUE(alice->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).ok());
   EXPECT_TRUE(slow.get().ok());
   EXPECT_TRUE(bob->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).ok());  // released
@@ -378,7 +394,8 @@ TEST(Quotas, EachOneExceededSaysWhichAndTheUse) {
   // Counted without naming anyone.
   const std::string m = d.Metrics();
   for (const char* q : {"bytes", "buffers", "inflight"})
-    EXPECT_GE(SeriesValue(m, "kerneld_principal_quota_exceeded_total", {std::string("quota=\"") + q + "\""})
+    EXPECT_GE(SeriesValue(m, "kerneld_principal_quota_exceeded_total",
+                          {std::string("quota=\"") + q + "\""})
                   .value_or(0),
               1)
         << q;
@@ -424,7 +441,8 @@ struct ShmObject {
 TEST(ConfusedDeputy, ARootDaemonOpensOnlyWhatTheCallerCould) {
   std::string out;
   if (getuid() != 0 || RunCapture("command -v setpriv", &out) != 0)
-    GTEST_SKIP() << "needs root and setpriv (util-linux) to run a client as another uid; uid is " << getuid();
+    GTEST_SKIP() << "needs root and setpriv (util-linux) to run a client as another uid; uid is "
+                 << getuid();
   Daemon d;
   ASSERT_TRUE(d.ok()) << d.Log();
   // nobody must reach the socket and run kernelctl: both go where it may.
@@ -438,7 +456,8 @@ TEST(ConfusedDeputy, ARootDaemonOpensOnlyWhatTheCallerCould) {
   ASSERT_TRUE(root_only.ok && nobodys.ok);
   const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups " + ctl;
   auto reg = [&](const std::string& who, const std::string& target, const std::string& name) {
-    return RunCapture(who + " --target " + target + " buffers register-shm " + name + " 4096", &out);
+    return RunCapture(who + " --target " + target + " buffers register-shm " + name + " 4096",
+                      &out);
   };
   // The attack: nobody asks for root's 0600 object.
   EXPECT_EQ(reg(as_nobody, d.unix_target(), root_only.name), 1) << out;
@@ -448,7 +467,8 @@ TEST(ConfusedDeputy, ARootDaemonOpensOnlyWhatTheCallerCould) {
   EXPECT_NE(out.find("PERMISSION_DENIED"), std::string::npos) << out;
   // Its own object, it may; and the buffer is its principal's.
   EXPECT_EQ(reg(as_nobody, d.unix_target(), nobodys.name), 0) << out;
-  EXPECT_EQ(RunCapture(as_nobody + " --target " + d.unix_target() + " buffers list", &out), 0) << out;
+  EXPECT_EQ(RunCapture(as_nobody + " --target " + d.unix_target() + " buffers list", &out), 0)
+      << out;
   EXPECT_NE(out.find("uid:65534"), std::string::npos) << out;
   // Root could open both itself.
   EXPECT_EQ(reg(ctl, d.unix_target(), root_only.name), 0) << out;

@@ -15,8 +15,9 @@ const std::string kTok = "0123456789abcdef0123";
 
 TEST(TokenFile, ParsesRolesOptionsAndComments) {
   TokenTable t;
-  const std::string text = "# comment\n\n" + kTok + " alice user\n" + kTok +
-                           "X ops admin uid=1000 max_bytes=4M max_buffers=3 max_inflight=2  # trailing\n";
+  const std::string text =
+      "# comment\n\n" + kTok + " alice user\n" + kTok +
+      "X ops admin uid=1000 max_bytes=4M max_buffers=3 max_inflight=2  # trailing\n";
   ASSERT_TRUE(ParseTokenFile(text, &t).ok());
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[kTok].principal, "alice");
@@ -82,7 +83,8 @@ TEST(Config, ByteSizesAndInsecureRemote) {
   EXPECT_EQ(ParseFlags(3, const_cast<char**>(allowed), &ok, &help), "");
   Config tls;
   const char* half[] = {"kerneld", "--tls_listen=127.0.0.1:0", "--tls_cert=a.pem"};
-  EXPECT_NE(ParseFlags(3, const_cast<char**>(half), &tls, &help).find("--tls_key"), std::string::npos);
+  EXPECT_NE(ParseFlags(3, const_cast<char**>(half), &tls, &help).find("--tls_key"),
+            std::string::npos);
 }
 
 TEST(LocalPeer, ProcNetAddresses) {
@@ -94,10 +96,14 @@ TEST(LocalPeer, ProcNetAddresses) {
   EXPECT_EQ(ProcNetAddress("unix:/x", &v6), "");
   EXPECT_EQ(ProcNetAddress("ipv4:127.0.0.1:99999", &v6), "");
   const std::string table =
-      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-      "   0: 0100007F:C350 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n"
-      "   1: 0100007F:9C40 0100007F:0050 01 00000000:00000000 00:00000000 00000000  1000        0 2\n"
-      "   2: 0100007F:9C40 0100007F:C350 01 00000000:00000000 00:00000000 00000000  1001        0 3\n";
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+      "inode\n"
+      "   0: 0100007F:C350 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 "
+      "1\n"
+      "   1: 0100007F:9C40 0100007F:0050 01 00000000:00000000 00:00000000 00000000  1000        0 "
+      "2\n"
+      "   2: 0100007F:9C40 0100007F:C350 01 00000000:00000000 00:00000000 00000000  1001        0 "
+      "3\n";
   // Only the connection to one of the daemon's ports counts.
   EXPECT_EQ(FindUidInProcNetTcp(table, "0100007F:9C40", {50000}), std::optional<uid_t>(1001));
   EXPECT_EQ(FindUidInProcNetTcp(table, "0100007F:9C40", {81}), std::nullopt);
