@@ -73,7 +73,7 @@ Quota Authenticator::DefaultQuota() const {
 void Authenticator::FillFromToken(const TokenEntry& e, Identity* out) const {
   out->principal = e.principal;
   out->role = e.role;
-  out->source = "token";
+  out->source = Identity::Source::kToken;
   if (e.uid) out->uid = *e.uid;
   if (e.max_bytes) out->quota.max_bytes = *e.max_bytes;
   if (e.max_buffers) out->quota.max_buffers = *e.max_buffers;
@@ -132,13 +132,13 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
   if (check_certs_) {
     if (std::string subject = CertificatePrincipal(ctx); !subject.empty()) {
       out->principal = Sanitize(subject, kMaxPrincipalLength);
-      out->source = "certificate";
+      out->source = Identity::Source::kCertificate;
       return Status::Ok();
     }
   }
   if (peer) {
     out->principal = "uid:" + std::to_string(peer->uid);
-    out->source = "peer_uid";
+    out->source = Identity::Source::kPeerUid;
     // The daemon's own user and root could read its memory anyway.
     out->role = (peer->uid == 0 || peer->uid == daemon_uid_) ? Role::kAdmin : Role::kUser;
     return Status::Ok();

@@ -26,16 +26,16 @@ class PrincipalState;  // principal_stats.h
 struct Identity {
   Principal principal = kAnonymous;
   Role role = Role::kUser;
-  // How the principal was established: "token", "certificate", "peer_uid",
-  // or "none" (anonymous; no identity at all).
-  const char* source = "none";
+  // How the principal was established; kNone: anonymous, no identity at all.
+  enum class Source { kNone, kToken, kCertificate, kPeerUid };
+  Source source = Source::kNone;
   // The uid whose rights bound what the daemon opens on the caller's behalf
   // (shared memory): the token file's uid=, else the unix-socket peer's.
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;  // the unix-socket peer's primary group
   Quota quota;
   bool admin() const { return role == Role::kAdmin; }
-  bool anonymous() const { return source[0] == 'n'; }
+  bool anonymous() const { return source == Source::kNone; }
 };
 
 }  // namespace kerneld::server

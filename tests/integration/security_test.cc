@@ -283,6 +283,31 @@ TEST(Tokens, SighupRereadsTheFileAndKeepsItOnAMistake) {
   EXPECT_EQ(d.Terminate(), 0);
 }
 
+TEST(Kernelctl, TokenFromTheFlagOrTheEnvironmentAndTls) {
+  REQUIRE_CERTS();
+  const std::string file = TokenFile(kAlice + " alice user\n");
+  Daemon d({"--auth_tokens=" + file, "--tls_listen=127.0.0.1:0",
+            "--tls_cert=" + Certs::Path("server.pem"), "--tls_key=" + Certs::Path("server.key")});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  const std::string ctl = std::string(KERNELCTL_BINARY) + " --target ";
+  std::string out;
+  EXPECT_EQ(RunCapture("env -u KERNELD_TOKEN " + ctl + d.target() + " list", &out), 1) << out;
+  EXPECT_NE(out.find("no credentials"), std::string::npos) << out;
+  EXPECT_EQ(RunCapture(ctl + d.target() + " --token " + kAlice + " list", &out), 0) << out;
+  EXPECT_EQ(RunCapture("KERNELD_TOKEN=" + kAlice + " " + ctl + d.target() + " buffers list", &out),
+            0)
+      << out;
+  const std::string tls = d.Ready("grpc_tls").at(0);
+  EXPECT_EQ(RunCapture("KERNELD_TOKEN=" + kAlice + " " + ctl + tls + " --tls_ca " +
+                           Certs::Path("ca.pem") + " info",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(RunCapture(ctl + tls + " --tls_ca /nonexistent.pem info", &out), 2) << out;
+  EXPECT_NE(out.find("cannot read --tls_ca"), std::string::npos) << out;
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
 // ---- Isolation ---------------------------------------------------------------
 
 TEST(Isolation, APrincipalSeesUsesRenewsAndUnregistersOnlyItsOwn) {
