@@ -9,8 +9,8 @@
 #include <exception>
 #include <new>
 
-#include "kerneld/check.h"
 #include "auth/principal_stats.h"
+#include "kerneld/check.h"
 #include "kerneld/size.h"
 #include "service/request_decode.h"
 #include "service/tensor_codec.h"
