@@ -34,11 +34,24 @@ bool ParseByteSize(const std::string& s, int64_t* out) {
   int shift = 0;
   std::string digits = s;
   switch (s.back()) {
-    case 'K': case 'k': shift = 10; break;
-    case 'M': case 'm': shift = 20; break;
-    case 'G': case 'g': shift = 30; break;
-    case 'T': case 't': shift = 40; break;
-    default: break;
+    case 'K':
+    case 'k':
+      shift = 10;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      break;
+    case 'T':
+    case 't':
+      shift = 40;
+      break;
+    default:
+      break;
   }
   if (shift != 0) digits.pop_back();
   int64_t v = 0;
@@ -69,9 +82,15 @@ std::string FlagsHelp() {
   --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
   --worker_spin_us=N     an idle device thread polls its queue N us before it sleeps:
                          trades CPU for the wake-up latency of a sleeping thread (0)
+  --adaptive_spin_us=N   an idle device thread polls up to N us, but only while tasks
+                         arrived within the last 8 x N us: no CPU spent when the daemon
+                         is idle (0: off)
   --inline_max_kb=N      a request whose tensors total at most N KiB runs on the gRPC
                          thread that received it when its device's queue is empty and
                          a worker slot is free, saving the hand-off (default 64; -1: never)
+  --inline_max_us=N      ...and when its op's recent execution time on that device is at
+                         most N us: a longer run would hold the receiving thread, and a
+                         stream's next read, for its whole length (default 100)
   --stream_window=N      requests in flight plus responses not yet written, per
                          ExecuteStream, before it stops reading (default 64)
   --stream_buffer_mb=N   request + response bytes one ExecuteStream may hold before it
@@ -112,43 +131,91 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       {"listen",
        [&](const std::string& v) {
          if (v.empty()) return false;
-         if (!listen_seen) cfg->listen = v;
-         else cfg->extra_listen.push_back(v);
+         if (!listen_seen)
+           cfg->listen = v;
+         else
+           cfg->extra_listen.push_back(v);
          listen_seen = true;
          return true;
        }},
-      {"metrics_listen", [&](const std::string& v) { cfg->metrics_listen = v; return true; }},
+      {"metrics_listen",
+       [&](const std::string& v) {
+         cfg->metrics_listen = v;
+         return true;
+       }},
       {"log_level", [&](const std::string& v) { return ParseInt(v, &cfg->log_level); }},
-      {"log_format", [&](const std::string& v) { cfg->log_format = v; return v == "text" || v == "json"; }},
-      {"log_file", [&](const std::string& v) { cfg->log_file = v; return !v.empty(); }},
-      {"trace_file", [&](const std::string& v) { cfg->trace_file = v; return !v.empty(); }},
+      {"log_format",
+       [&](const std::string& v) {
+         cfg->log_format = v;
+         return v == "text" || v == "json";
+       }},
+      {"log_file",
+       [&](const std::string& v) {
+         cfg->log_file = v;
+         return !v.empty();
+       }},
+      {"trace_file",
+       [&](const std::string& v) {
+         cfg->trace_file = v;
+         return !v.empty();
+       }},
       {"trace_sample_rate",
        [&](const std::string& v) {
          char* end = nullptr;
          cfg->trace_sample_rate = std::strtod(v.c_str(), &end);
-         return !v.empty() && *end == '\0' && cfg->trace_sample_rate >= 0 && cfg->trace_sample_rate <= 1;
+         return !v.empty() && *end == '\0' && cfg->trace_sample_rate >= 0 &&
+                cfg->trace_sample_rate <= 1;
        }},
       {"max_message_mb",
-       [&](const std::string& v) { return ParseInt(v, &cfg->max_message_mb) && cfg->max_message_mb > 0 && cfg->max_message_mb <= 2047; }},
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->max_message_mb) && cfg->max_message_mb > 0 &&
+                cfg->max_message_mb <= 2047;
+       }},
       {"max_inflight_mb",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->max_inflight_mb) && cfg->max_inflight_mb > 0 && cfg->max_inflight_mb <= (1 << 24);
+         return ParseInt(v, &cfg->max_inflight_mb) && cfg->max_inflight_mb > 0 &&
+                cfg->max_inflight_mb <= (1 << 24);
        }},
-      {"cpu_workers", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0; }},
-      {"cpu_threads", [&](const std::string& v) { return ParseInt(v, &cfg->cpu_threads) && cfg->cpu_threads >= 0; }},
-      {"queue_capacity", [&](const std::string& v) { return ParseInt(v, &cfg->queue_capacity) && cfg->queue_capacity > 0; }},
+      {"cpu_workers",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0;
+       }},
+      {"cpu_threads",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->cpu_threads) && cfg->cpu_threads >= 0;
+       }},
+      {"queue_capacity",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->queue_capacity) && cfg->queue_capacity > 0;
+       }},
       {"worker_spin_us",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->worker_spin_us) && cfg->worker_spin_us >= 0 && cfg->worker_spin_us <= 1000000;
+         return ParseInt(v, &cfg->worker_spin_us) && cfg->worker_spin_us >= 0 &&
+                cfg->worker_spin_us <= 1000000;
+       }},
+      {"adaptive_spin_us",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->adaptive_spin_us) && cfg->adaptive_spin_us >= 0 &&
+                cfg->adaptive_spin_us <= 100000;
        }},
       {"inline_max_kb",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->inline_max_kb) && cfg->inline_max_kb >= -1 && cfg->inline_max_kb <= (1 << 20);
+         return ParseInt(v, &cfg->inline_max_kb) && cfg->inline_max_kb >= -1 &&
+                cfg->inline_max_kb <= (1 << 20);
        }},
-      {"stream_window", [&](const std::string& v) { return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0; }},
+      {"inline_max_us",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->inline_max_us) && cfg->inline_max_us >= 0 &&
+                cfg->inline_max_us <= 10000000;
+       }},
+      {"stream_window",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->stream_window) && cfg->stream_window > 0;
+       }},
       {"stream_buffer_mb",
        [&](const std::string& v) {
-         return ParseInt(v, &cfg->stream_buffer_mb) && cfg->stream_buffer_mb > 0 && cfg->stream_buffer_mb <= 65536;
+         return ParseInt(v, &cfg->stream_buffer_mb) && cfg->stream_buffer_mb > 0 &&
+                cfg->stream_buffer_mb <= 65536;
        }},
       {"drain_timeout_s",
        [&](const std::string& v) {
@@ -156,27 +223,55 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
          cfg->drain_timeout_s = std::strtod(v.c_str(), &end);
          // Finite and at most 1e6 s: the daemon turns it into milliseconds
          // in an int64 (inf or 1e300 overflowed that conversion, UB).
-         return !v.empty() && *end == '\0' && cfg->drain_timeout_s >= 0 && cfg->drain_timeout_s <= 1e6;
+         return !v.empty() && *end == '\0' && cfg->drain_timeout_s >= 0 &&
+                cfg->drain_timeout_s <= 1e6;
        }},
       {"enable_cuda", [&](const std::string& v) { return ParseBool(v, &cfg->enable_cuda); }},
-      {"ready_file", [&](const std::string& v) { cfg->ready_file = v; return true; }},
-      {"enable_test_ops", [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
-      {"allow_client_buffers", [&](const std::string& v) { return ParseBool(v, &cfg->allow_client_buffers); }},
+      {"ready_file",
+       [&](const std::string& v) {
+         cfg->ready_file = v;
+         return true;
+       }},
+      {"enable_test_ops",
+       [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
+      {"allow_client_buffers",
+       [&](const std::string& v) { return ParseBool(v, &cfg->allow_client_buffers); }},
       {"tls_listen",
        [&](const std::string& v) {
          cfg->tls_listen.push_back(v);
          return !v.empty() && v.rfind("unix", 0) != 0;
        }},
-      {"tls_cert", [&](const std::string& v) { cfg->tls_cert = v; return !v.empty(); }},
-      {"tls_key", [&](const std::string& v) { cfg->tls_key = v; return !v.empty(); }},
-      {"tls_client_ca", [&](const std::string& v) { cfg->tls_client_ca = v; return !v.empty(); }},
-      {"allow_insecure_remote", [&](const std::string& v) { return ParseBool(v, &cfg->allow_insecure_remote); }},
-      {"auth_tokens", [&](const std::string& v) { cfg->auth_tokens = v; return !v.empty(); }},
+      {"tls_cert",
+       [&](const std::string& v) {
+         cfg->tls_cert = v;
+         return !v.empty();
+       }},
+      {"tls_key",
+       [&](const std::string& v) {
+         cfg->tls_key = v;
+         return !v.empty();
+       }},
+      {"tls_client_ca",
+       [&](const std::string& v) {
+         cfg->tls_client_ca = v;
+         return !v.empty();
+       }},
+      {"allow_insecure_remote",
+       [&](const std::string& v) { return ParseBool(v, &cfg->allow_insecure_remote); }},
+      {"auth_tokens",
+       [&](const std::string& v) {
+         cfg->auth_tokens = v;
+         return !v.empty();
+       }},
       {"quota_bytes", [&](const std::string& v) { return ParseByteSize(v, &cfg->quota_bytes); }},
       {"quota_buffers",
-       [&](const std::string& v) { return absl::SimpleAtoi(v, &cfg->quota_buffers) && cfg->quota_buffers >= 0; }},
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &cfg->quota_buffers) && cfg->quota_buffers >= 0;
+       }},
       {"quota_inflight",
-       [&](const std::string& v) { return absl::SimpleAtoi(v, &cfg->quota_inflight) && cfg->quota_inflight >= 0; }},
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &cfg->quota_inflight) && cfg->quota_inflight >= 0;
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -184,14 +279,15 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       *help = true;
       return "";
     }
-    if (arg.rfind("--", 0) != 0) return "unexpected argument " + Quote(arg) + " (flags look like --name=value)";
+    if (arg.rfind("--", 0) != 0)
+      return "unexpected argument " + Quote(arg) + " (flags look like --name=value)";
     std::string name = arg.substr(2), value;
     auto eq = name.find('=');
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-    } else if (name == "enable_cuda" || name == "enable_test_ops" || name == "allow_client_buffers" ||
-               name == "allow_insecure_remote") {
+    } else if (name == "enable_cuda" || name == "enable_test_ops" ||
+               name == "allow_client_buffers" || name == "allow_insecure_remote") {
       value = "true";  // a bare boolean flag
     } else if (i + 1 < argc) {
       value = argv[++i];
@@ -204,17 +300,22 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
   }
   // TLS flags only make sense together: say which one is missing.
   if (!cfg->tls_listen.empty() && (cfg->tls_cert.empty() || cfg->tls_key.empty()))
-    return "--tls_listen needs --tls_cert and --tls_key (PEM files; docs/security.md shows how to make them)";
-  if (cfg->tls_listen.empty() && (!cfg->tls_cert.empty() || !cfg->tls_key.empty() || !cfg->tls_client_ca.empty()))
-    return "--tls_cert, --tls_key and --tls_client_ca only apply to --tls_listen addresses; add --tls_listen=HOST:PORT";
+    return "--tls_listen needs --tls_cert and --tls_key (PEM files; docs/security.md shows how to "
+           "make them)";
+  if (cfg->tls_listen.empty() &&
+      (!cfg->tls_cert.empty() || !cfg->tls_key.empty() || !cfg->tls_client_ca.empty()))
+    return "--tls_cert, --tls_key and --tls_client_ca only apply to --tls_listen addresses; add "
+           "--tls_listen=HOST:PORT";
   if (!cfg->allow_insecure_remote) {
     std::vector<std::string> addrs = {cfg->listen};
     addrs.insert(addrs.end(), cfg->extra_listen.begin(), cfg->extra_listen.end());
     for (const auto& a : addrs)
       if (!IsLocalAddress(a))
         return "--listen=" + Sanitize(a) +
-               " would serve plaintext beyond this machine (not loopback or a unix socket): serve it with "
-               "--tls_listen (and --tls_cert, --tls_key), or pass --allow_insecure_remote to accept that risk";
+               " would serve plaintext beyond this machine (not loopback or a unix socket): serve "
+               "it with "
+               "--tls_listen (and --tls_cert, --tls_key), or pass --allow_insecure_remote to "
+               "accept that risk";
   }
   return "";
 }

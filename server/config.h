@@ -8,8 +8,8 @@
 namespace kerneld::server {
 
 struct Config {
-  std::string listen = "127.0.0.1:50051";   // host:port or unix:/path; repeatable
-  std::vector<std::string> extra_listen;    // further --listen values
+  std::string listen = "127.0.0.1:50051";         // host:port or unix:/path; repeatable
+  std::vector<std::string> extra_listen;          // further --listen values
   std::string metrics_listen = "127.0.0.1:9400";  // "" or "off": no exposer
   int log_level = 0;
   std::string log_format = "text";  // or "json"
@@ -17,18 +17,20 @@ struct Config {
   std::string trace_file;           // workload capture (JSON lines)
   double trace_sample_rate = 1.0;
   int max_message_mb = 256;
-  int max_inflight_mb = 4096;  // request bytes held at once (inline in + out)
-  int cpu_workers = 2;        // requests the CPU runs concurrently
-  int cpu_threads = 0;        // intra-op threads; 0 = hardware concurrency
-  int queue_capacity = 1024;  // per device; full -> RESOURCE_EXHAUSTED
-  int worker_spin_us = 0;     // idle device threads poll this long before sleeping
-  int inline_max_kb = 64;     // small requests run on the receiving thread; -1: never
-  int stream_window = 64;     // in-flight + unwritten requests per ExecuteStream
-  int stream_buffer_mb = 64;  // request + response bytes one ExecuteStream holds
-  double drain_timeout_s = 30;  // SIGTERM: finish in-flight work within this
-  bool enable_cuda = true;      // false: serve from the CPU even with a GPU
-  std::string ready_file;       // written with the bound addresses once serving
-  bool enable_test_ops = false; // serve the "_test_*" ops (tests only)
+  int max_inflight_mb = 4096;         // request bytes held at once (inline in + out)
+  int cpu_workers = 2;                // requests the CPU runs concurrently
+  int cpu_threads = 0;                // intra-op threads; 0 = hardware concurrency
+  int queue_capacity = 1024;          // per device; full -> RESOURCE_EXHAUSTED
+  int worker_spin_us = 0;             // idle device threads poll this long before sleeping
+  int adaptive_spin_us = 0;           // ...or this long, while tasks arrived recently
+  int inline_max_kb = 64;             // small requests run on the receiving thread; -1: never
+  int inline_max_us = 100;            // ...if their op recently ran at most this long there
+  int stream_window = 64;             // in-flight + unwritten requests per ExecuteStream
+  int stream_buffer_mb = 64;          // request + response bytes one ExecuteStream holds
+  double drain_timeout_s = 30;        // SIGTERM: finish in-flight work within this
+  bool enable_cuda = true;            // false: serve from the CPU even with a GPU
+  std::string ready_file;             // written with the bound addresses once serving
+  bool enable_test_ops = false;       // serve the "_test_*" ops (tests only)
   bool allow_client_buffers = false;  // client buffers even when not on loopback
   // Identity and isolation (docs/security.md).
   std::vector<std::string> tls_listen;  // TLS addresses (repeatable)

@@ -7,6 +7,12 @@ namespace kerneld::server {
 
 namespace {
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -28,13 +34,21 @@ void DeviceWorker::Start() {
 bool DeviceWorker::Submit(std::unique_ptr<Task>& task) {
   // Read before the task is published: a pool thread may take it at once.
   const int64_t scheduled_ns = NsSince(task->arrival);
+  if (adaptive_spin_ns_.load(std::memory_order_relaxed) > 0)
+    last_submit_ns_.store(NowNs(), std::memory_order_relaxed);
   bool run_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
     // Inline only when nothing waits (it would overtake queued work) and a
     // slot is free (the concurrency bound holds for inline runs too).
+    // Only ops that were recently short here: a long one would hold the
+    // receiving thread (and a stream's next read) for its whole run.
     run_here = task->bytes <= inline_max_bytes_ && queue_.empty() && running_ < threads_;
+    if (run_here) {
+      auto it = execute_estimate_ns_.find(task->op);
+      run_here = it == execute_estimate_ns_.end() || it->second <= inline_max_ns_;
+    }
     if (run_here) {
       ++running_;
     } else {
@@ -58,18 +72,21 @@ void DeviceWorker::RunInline(std::unique_ptr<Task> task) {
   // caller, which answers the request itself).
   struct Release {
     DeviceWorker* w;
+    const OpDef* op;
+    int64_t execute_ns = -1;
     ~Release() {
       bool wake;
       {
         std::lock_guard<std::mutex> lock(w->mu_);
         --w->running_;
+        if (execute_ns >= 0) w->RecordLocked(op, execute_ns);
         // A pool thread may wait for this slot; Stop waits for running_ == 0.
         wake = !w->queue_.empty() || w->stopping_;
       }
       if (wake) w->cv_.notify_all();
     }
-  } release{this};
-  RunOne(std::move(task));
+  } release{this, task->op};
+  release.execute_ns = RunOne(std::move(task));
 }
 
 void DeviceWorker::Stop() {
@@ -98,7 +115,11 @@ void DeviceWorker::Loop() {
     // Poll before sleeping (set_spin). depth_ is published under mu_ by
     // Submit; seeing it non-zero only says the lock is worth taking. Stop
     // is noticed after at most one spin.
-    if (const int64_t spin = spin_ns_.load(std::memory_order_relaxed); spin > 0 && queue_.empty()) {
+    int64_t spin = spin_ns_.load(std::memory_order_relaxed);
+    if (const int64_t adaptive = adaptive_spin_ns_.load(std::memory_order_relaxed);
+        adaptive > spin && NowNs() - last_submit_ns_.load(std::memory_order_relaxed) < adaptive * 8)
+      spin = adaptive;
+    if (spin > 0 && queue_.empty()) {
       lock.unlock();
       const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin);
       while (depth_.load(std::memory_order_acquire) == 0 &&
@@ -114,14 +135,29 @@ void DeviceWorker::Loop() {
     queue_.pop_front();
     depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
     ++running_;
+    const OpDef* op = task->op;
     lock.unlock();
-    RunOne(std::move(task));
+    const int64_t execute_ns = RunOne(std::move(task));
     lock.lock();
     --running_;
+    if (execute_ns >= 0) RecordLocked(op, execute_ns);
   }
 }
 
-void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
+void DeviceWorker::RecordLocked(const OpDef* op, int64_t execute_ns) {
+  // First sample taken as is; then an average over about 8 runs, so one
+  // slow run (a first-use warm-up) does not pin an op to the pool for long.
+  auto [it, inserted] = execute_estimate_ns_.try_emplace(op, execute_ns);
+  if (!inserted) it->second += (execute_ns - it->second) / 8;
+}
+
+int64_t DeviceWorker::ExecuteEstimateNs(const OpDef* op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = execute_estimate_ns_.find(op);
+  return it == execute_estimate_ns_.end() ? 0 : it->second;
+}
+
+int64_t DeviceWorker::RunOne(std::unique_ptr<Task> task) {
   TaskTiming timing;
   timing.scheduled_ns = task->scheduled_ns;
   timing.queue_ns = NsSince(task->arrival);
@@ -146,11 +182,14 @@ void DeviceWorker::RunOne(std::unique_ptr<Task> task) {
       st = ResourceExhausted(task->op->name + ": out of host memory while running on " +
                              info_.device.ToString() + "; retry later or send a smaller request");
     } catch (const std::exception& e) {
-      st = Internal(task->op->name + ": " + info_.device.ToString() + " failed: " + Sanitize(e.what()));
+      st = Internal(task->op->name + ": " + info_.device.ToString() +
+                    " failed: " + Sanitize(e.what()));
     }
     inflight_.fetch_sub(1, std::memory_order_relaxed);
   }
+  const int64_t execute_ns = timing.executed ? timing.execute_ns : -1;
   task->done(st, timing);
+  return execute_ns;
 }
 
 }  // namespace kerneld::server

@@ -1,9 +1,11 @@
 // A device worker: a bounded queue and the threads that drain it. At most
-// `threads` requests run at once: on the pool's threads, or (small requests
+// `threads` requests run at once: on the pool's threads, or (short requests
 // arriving while the queue is empty and a slot is free) on the thread that
 // submitted them, which saves the hand-off and the wake-up of a sleeping
 // pool thread (tens of microseconds; the larger part of a small request's
-// server time).
+// server time). "Short" is judged twice: by bytes, and by how long the op
+// recently took on this device, because an inline run holds the receiving
+// gRPC thread: a stream reads nothing more until it returns.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "devices/task.h"
 
 namespace kerneld::server {
@@ -52,9 +55,22 @@ class DeviceWorker {
   void set_spin(std::chrono::microseconds spin) {
     spin_ns_.store(spin.count() * 1000, std::memory_order_relaxed);
   }
+  // Adaptive polling: an idle thread polls up to `max` only while the
+  // device is busy, i.e. a task was submitted within the last `max` x 8;
+  // after a quiet spell it sleeps at once, so an idle daemon costs no CPU.
+  // Combined with set_spin, the longer of the two applies. 0: off.
+  void set_adaptive_spin(std::chrono::microseconds max) {
+    adaptive_spin_ns_.store(max.count() * 1000, std::memory_order_relaxed);
+  }
   // Tasks of at most this many bytes (Task::bytes) may run on the
   // submitting thread; negative: never. Set before the first Submit.
   void set_inline_max_bytes(int64_t bytes) { inline_max_bytes_ = bytes; }
+  // An op whose recent execution time on this device (a moving average of
+  // its runs, inline or not) exceeds this runs on the pool. Set before the
+  // first Submit.
+  void set_inline_max_ns(int64_t ns) { inline_max_ns_ = ns; }
+  // The moving average for `op` (0: never run here). For tests.
+  int64_t ExecuteEstimateNs(const OpDef* op);
 
  protected:
   // Runs one task on this device; returns the status and fills execute_ns.
@@ -70,7 +86,10 @@ class DeviceWorker {
 
  private:
   void Loop();
-  void RunOne(std::unique_ptr<Task> task);
+  // Returns the execution time, or -1 when the task was refused unexecuted.
+  int64_t RunOne(std::unique_ptr<Task> task);
+  // Folds one execution time into the op's average; mu_ held.
+  void RecordLocked(const OpDef* op, int64_t execute_ns);
   // Runs a task on the submitting thread; its slot is already taken.
   void RunInline(std::unique_ptr<Task> task);
 
@@ -83,8 +102,15 @@ class DeviceWorker {
   int running_ = 0;  // tasks executing (pool and inline), at most threads_
   std::atomic<int> depth_{0};
   std::atomic<int64_t> spin_ns_{0};
+  std::atomic<int64_t> adaptive_spin_ns_{0};
+  // steady_clock ns of the last Submit, for the adaptive spin.
+  std::atomic<int64_t> last_submit_ns_{0};
   std::atomic<int> inflight_{0};
   int64_t inline_max_bytes_ = -1;
+  int64_t inline_max_ns_ = 100'000;
+  // Per-op moving average of execute_ns on this device; guarded by mu_,
+  // which Submit and both completion paths take anyway.
+  absl::flat_hash_map<const OpDef*, int64_t> execute_estimate_ns_;
   std::vector<std::thread> pool_;
 };
 

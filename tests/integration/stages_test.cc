@@ -3,8 +3,11 @@
 // over Execute and ExecuteStream, on the inline path and on the worker
 // pool's; zero for the stages a refused request never reached; and written
 // to the trace.
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "daemon_fixture.h"
 
@@ -130,6 +133,31 @@ TEST(StagesTest, TraceRecordsTheStages) {
   }
   EXPECT_EQ(lines, 3);
   std::system(("rm -rf " + dir).c_str());
+}
+
+// utime + stime of a process, in seconds, from /proc/<pid>/stat.
+double CpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) start after ')'.
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Issue 12's idle goal: an idle daemon uses < 1% of a core, with the
+// spin flags on (they poll only while there is traffic), after traffic.
+TEST(Idle, DaemonUsesNoCpuWhenIdle) {
+  Daemon d({"--adaptive_spin_us=1000"});
+  RunScales(d, 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past the spin window
+  const double c0 = CpuSeconds(d.pid());
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double used = CpuSeconds(d.pid()) - c0;
+  EXPECT_LT(used, 0.03) << "idle daemon used " << used << " s of CPU in 3 s";
 }
 
 }  // namespace

@@ -114,5 +114,39 @@ TEST(WorkerInline, SlotBoundAndQueueBoundHold) {
   EXPECT_EQ(p.runs.load(), 2);
 }
 
+// An op that recently ran long goes to the pool even when small and idle:
+// inline, it would hold the receiving thread (a stream's reads) meanwhile.
+TEST(WorkerInline, SlowOpLeavesTheCallerThread) {
+  Probe p;
+  CpuWorker w(1, 1, 4);
+  w.set_inline_max_bytes(1024);
+  w.set_inline_max_ns(2'000'000);  // 2 ms
+  p.sleep_ms = 20;
+  std::promise<Status> r1, r2, r3;
+  auto t1 = p.MakeTask(&r1);
+  ASSERT_TRUE(w.Submit(t1));  // no estimate yet: inline
+  EXPECT_TRUE(r1.get_future().get().ok());
+  EXPECT_EQ(p.last_thread, std::this_thread::get_id());
+  EXPECT_GE(w.ExecuteEstimateNs(&p.op), 20'000'000);
+  auto t2 = p.MakeTask(&r2);
+  ASSERT_TRUE(w.Submit(t2));
+  auto f2 = r2.get_future();
+  EXPECT_EQ(f2.wait_for(std::chrono::seconds(0)), std::future_status::timeout);  // queued, running
+  EXPECT_TRUE(f2.get().ok());
+  EXPECT_NE(p.last_thread, std::this_thread::get_id());
+  // Fast again: the average comes down over a few runs, then inline again.
+  p.sleep_ms = 0;
+  for (int i = 0; i < 64 && w.ExecuteEstimateNs(&p.op) > 2'000'000; ++i) {
+    std::promise<Status> r;
+    auto t = p.MakeTask(&r);
+    ASSERT_TRUE(w.Submit(t));
+    EXPECT_TRUE(r.get_future().get().ok());
+  }
+  auto t3 = p.MakeTask(&r3);
+  ASSERT_TRUE(w.Submit(t3));
+  EXPECT_TRUE(r3.get_future().get().ok());
+  EXPECT_EQ(p.last_thread, std::this_thread::get_id());
+}
+
 }  // namespace
 }  // namespace kerneld::server

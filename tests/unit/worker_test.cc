@@ -1,6 +1,7 @@
 // Device workers: a task past its deadline or cancelled is never executed; a
 // full queue refuses; Stop drains what was queued.
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <atomic>
 #include <future>
@@ -107,6 +108,44 @@ TEST(Worker, SpinningThreadsRunEveryTaskAndStop) {
   const auto t0 = std::chrono::steady_clock::now();
   w.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
+// CPU time of the whole process (the worker's threads included).
+double ProcessCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// The adaptive spin polls right after traffic and costs nothing once the
+// daemon is quiet: the idle-cost goal (< 1% of a core) holds with it on.
+TEST(Worker, AdaptiveSpinPollsAfterTrafficAndSleepsWhenIdle) {
+  Probe p;
+  CpuWorker w(2, 1, 8);
+  w.set_adaptive_spin(std::chrono::milliseconds(20));  // busy window: 160 ms
+  std::promise<Status> r;
+  auto t = p.MakeTask(&r);
+  ASSERT_TRUE(w.Submit(t));
+  EXPECT_TRUE(r.get_future().get().ok());
+  // Just after a task: the idle thread polls (about a core for the window).
+  double c0 = ProcessCpuMs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double busy = ProcessCpuMs() - c0;
+  // Well past the window: asleep on the condition variable.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  c0 = ProcessCpuMs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double idle = ProcessCpuMs() - c0;
+  // A poller on a loaded machine gets only part of a core; a sleeper gets
+  // none: a small bound separates them.
+  EXPECT_GT(busy, 1.0) << "no polling after traffic";
+  EXPECT_LT(idle, 3.0) << "idle worker used " << idle << " ms of CPU in 300 ms";
+  // Tasks still run, and Stop is prompt.
+  std::promise<Status> r2;
+  auto t2 = p.MakeTask(&r2);
+  ASSERT_TRUE(w.Submit(t2));
+  EXPECT_TRUE(r2.get_future().get().ok());
+  EXPECT_EQ(p.runs, 2);
 }
 
 TEST(Worker, EachThreadRunsWarmUpsOfItsDeviceBeforeTasks) {
