@@ -207,6 +207,30 @@ TEST(Listen, PlaintextBeyondLoopbackNeedsItsFlag) {
   EXPECT_EQ(allowed.Terminate(), 0);
 }
 
+TEST(Listen, BadSecurityFilesStopStartUpWithTheFlagNamed) {
+  REQUIRE_CERTS();
+  struct Case {
+    std::vector<std::string> flags;
+    std::string expect;
+  } cases[] = {
+      {{"--tls_listen=127.0.0.1:0", "--tls_cert=/nonexistent.pem",
+        "--tls_key=" + Certs::Path("server.key")},
+       "cannot read --tls_cert"},
+      {{"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem"),
+        "--tls_key=" + Certs::Path("ca.pem")},
+       "--tls_key"},
+      {{"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem")},
+       "needs --tls_cert and --tls_key"},
+      {{"--auth_tokens=/nonexistent/tokens"}, "cannot open --auth_tokens"},
+      {{"--auth_tokens=" + TokenFile("short alice user\n")}, "line 1: the token must be"},
+  };
+  for (const auto& c : cases) {
+    Daemon d(c.flags, /*with_unix=*/false);
+    EXPECT_FALSE(d.ok()) << c.expect;
+    EXPECT_NE(d.Log().find(c.expect), std::string::npos) << d.Log();
+  }
+}
+
 // ---- Tokens ----------------------------------------------------------------
 
 TEST(Tokens, RightWrongMissingAndRoles) {
