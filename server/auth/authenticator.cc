@@ -1,8 +1,10 @@
 #include "auth/authenticator.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -45,7 +47,16 @@ Authenticator::Authenticator(const Config& cfg, const PeerTable* peers)
 
 std::string Authenticator::Init() {
   if (cfg_.auth_tokens.empty()) return "";
-  return Reload();
+  if (std::string err = Reload(); !err.empty()) return err;
+  // The file holds secrets: say so when others may read it.
+  struct stat st {};
+  if (stat(cfg_.auth_tokens.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+    std::fprintf(
+        stderr,
+        "kerneld: WARNING: --auth_tokens %s is readable by its group or others (mode %04o); "
+        "chmod 600 it\n",
+        cfg_.auth_tokens.c_str(), static_cast<unsigned>(st.st_mode & 07777));
+  return "";
 }
 
 std::string Authenticator::Reload() {
@@ -74,7 +85,10 @@ void Authenticator::FillFromToken(const TokenEntry& e, Identity* out) const {
   out->principal = e.principal;
   out->role = e.role;
   out->source = Identity::Source::kToken;
-  if (e.uid) out->uid = *e.uid;
+  if (e.uid) {  // the token's uid replaces the socket peer's, group included
+    out->uid = *e.uid;
+    out->gid.reset();
+  }
   if (e.max_bytes) out->quota.max_bytes = *e.max_bytes;
   if (e.max_buffers) out->quota.max_buffers = *e.max_buffers;
   if (e.max_inflight) out->quota.max_inflight = *e.max_inflight;
