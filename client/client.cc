@@ -7,16 +7,24 @@
 namespace kerneld::client {
 
 namespace {
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const ClientOptions& o) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const ClientOptions& o,
+                                           grpc::Status* init_status) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(o.max_message_mb * 1024 * 1024);
   args.SetMaxSendMessageSize(o.max_message_mb * 1024 * 1024);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::string error;
+  auto ch = kerneld::client::MakeChannel(target, args, o.security ? *o.security : DefaultSecurity(), &error);
+  if (ch) return ch;
+  // Fail closed: a channel that reaches nothing, and the reason on every call.
+  *init_status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error);
+  return grpc::CreateChannel("unix:/nonexistent/kerneld-client-not-configured", grpc::InsecureChannelCredentials());
 }
 }  // namespace
 
-KernelClient::KernelClient(const std::string& target, ClientOptions opts)
-    : KernelClient(MakeChannel(target, opts), opts) {}
+KernelClient::KernelClient(const std::string& target, ClientOptions opts) : opts_(opts) {
+  channel_ = MakeChannel(target, opts, &init_status_);
+  stub_ = v1::KernelService::NewStub(channel_);
+}
 
 KernelClient::KernelClient(std::shared_ptr<grpc::Channel> channel, ClientOptions opts)
     : opts_(opts), channel_(std::move(channel)), stub_(v1::KernelService::NewStub(channel_)) {}
@@ -28,12 +36,14 @@ void KernelClient::ApplyTimeout(grpc::ClientContext* ctx, std::chrono::milliseco
 
 grpc::Status KernelClient::Execute(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
                                    std::chrono::milliseconds timeout) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext ctx;
   ApplyTimeout(&ctx, timeout);
   return stub_->Execute(&ctx, req, resp);
 }
 
 grpc::Status KernelClient::ListKernels(v1::ListKernelsResponse* resp, const std::string& name) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext ctx;
   ApplyTimeout(&ctx, {});
   v1::ListKernelsRequest req;
@@ -42,12 +52,14 @@ grpc::Status KernelClient::ListKernels(v1::ListKernelsResponse* resp, const std:
 }
 
 grpc::Status KernelClient::GetServerInfo(v1::GetServerInfoResponse* resp) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext ctx;
   ApplyTimeout(&ctx, {});
   return stub_->GetServerInfo(&ctx, v1::GetServerInfoRequest{}, resp);
 }
 
 grpc::Status KernelClient::Health(const std::string& service, bool* serving) {
+  if (!init_status_.ok()) return init_status_;
   auto stub = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext ctx;
   ApplyTimeout(&ctx, {});

@@ -8,10 +8,12 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "credentials.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
 
 namespace kerneld::client {
@@ -19,8 +21,13 @@ namespace kerneld::client {
 namespace v1 = ::kerneld::v1;
 
 struct ClientOptions {
+  ClientOptions() = default;
+  ClientOptions(int max_mb, std::chrono::milliseconds timeout, std::optional<ClientSecurity> sec = std::nullopt)
+      : max_message_mb(max_mb), default_timeout(timeout), security(std::move(sec)) {}
   int max_message_mb = 256;
   std::chrono::milliseconds default_timeout{0};  // 0: none
+  // TLS and token (credentials.h); unset: DefaultSecurity().
+  std::optional<ClientSecurity> security;
 };
 
 // A bidirectional ExecuteStream. Send and Receive may run on two threads
@@ -57,11 +64,15 @@ class KernelClient {
   std::unique_ptr<StreamSession> OpenStream();
 
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // Not OK when the channel could not be made (an unreadable TLS file): every
+  // call then answers this status.
+  const grpc::Status& init_status() const { return init_status_; }
   v1::KernelService::Stub* stub() { return stub_.get(); }
 
  private:
   void ApplyTimeout(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
   ClientOptions opts_;
+  grpc::Status init_status_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::KernelService::Stub> stub_;
 };

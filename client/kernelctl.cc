@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "buffer_commands.h"
 #include "buffers.h"
 #include "client.h"
 #include "kerneld/check.h"
@@ -38,13 +39,21 @@ namespace {
 
 const char kUsage[] = R"(kernelctl: a client for kerneld
 
-usage: kernelctl [--target ADDR] COMMAND [options]
+usage: kernelctl [--target ADDR] [--tls_ca F] [--tls_cert F --tls_key F] [--token T] COMMAND [options]
   --target ADDR   daemon address (default $KERNELD_TARGET or 127.0.0.1:50051; unix:/path)
+  --tls_ca FILE   connect with TLS, verifying the daemon against this CA (PEM)
+  --tls_cert FILE --tls_key FILE
+                  client certificate and key for mutual TLS (PEM)
+  --token T       bearer token (default $KERNELD_TOKEN); see docs/security.md
 
 commands:
   info                         server version, CUDA versions, devices, backends
   list [OP]                    ops with inputs, outputs, attrs, implementations
   health                       grpc.health.v1 status
+  buffers list [--all]         your buffers (--all: every principal's; admin role)
+  buffers register-shm NAME BYTES [--offset N] [--lease S]
+                               register an existing POSIX shared-memory object; prints its id
+  buffers renew ID | buffers unregister ID
   replay TRACE [--concurrency N] [--speed X]
                                re-run a workload captured with kerneld --trace_file, with
                                fresh random data; prints per op throughput, p50/p90/p99
@@ -578,7 +587,15 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
+  ClientSecurity sec;
+  sec.tls_ca = Flag(args, "--tls_ca", "");
+  sec.tls_cert = Flag(args, "--tls_cert", "");
+  sec.tls_key = Flag(args, "--tls_key", "");
+  const char* token_env = std::getenv("KERNELD_TOKEN");
+  sec.token = Flag(args, "--token", token_env ? token_env : "");
+  SetDefaultSecurity(sec);
   KernelClient c(target, ClientOptions{256, std::chrono::milliseconds(60000)});
+  if (!c.init_status().ok()) return std::fprintf(stderr, "kernelctl: %s\n", c.init_status().error_message().c_str()), 2;
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "info") return Info(c);
@@ -590,6 +607,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", serving ? "SERVING" : "NOT_SERVING");
     return serving ? 0 : 1;
   }
+  if (cmd == "buffers") return BuffersCommand(c, args);
   if (cmd == "replay") {
     if (args.empty()) return std::fprintf(stderr, "kernelctl: replay needs a trace file\n"), 2;
     std::string path = args[0];

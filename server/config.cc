@@ -22,6 +22,45 @@ bool ParseBool(const std::string& s, bool* out) {
 
 }  // namespace
 
+bool IsLocalAddress(const std::string& addr) {
+  if (addr.rfind("unix:", 0) == 0 || addr.rfind("unix-abstract:", 0) == 0) return true;
+  std::string host = addr.substr(0, addr.rfind(':'));
+  if (host.rfind("ipv4:", 0) == 0) host = host.substr(5);
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "[::1]" || host == "::1";
+}
+
+bool ParseByteSize(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  int shift = 0;
+  std::string digits = s;
+  switch (s.back()) {
+    case 'K':
+    case 'k':
+      shift = 10;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      break;
+    case 'T':
+    case 't':
+      shift = 40;
+      break;
+    default:
+      break;
+  }
+  if (shift != 0) digits.pop_back();
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(digits, &v) || v < 0) return false;
+  if (v > (INT64_MAX >> shift)) return false;
+  *out = v << shift;
+  return true;
+}
+
 std::string FlagsHelp() {
   return R"(kerneld: a GPU kernel daemon behind gRPC.
 
@@ -61,8 +100,25 @@ std::string FlagsHelp() {
   --enable_cuda=BOOL     use GPUs when present (default true)
   --ready_file=PATH      write the bound addresses here once serving
   --enable_test_ops=BOOL serve the _test_* ops used by the integration tests (false)
-  --allow_client_buffers allow clients to register their CUDA IPC / shared memory even
+  --allow_client_buffers allow clients without an identity (no token, client certificate
+                         or unix-socket uid) to register their CUDA IPC / shared memory even
                          when listening beyond loopback (default: only on loopback/unix)
+
+ identity and isolation (docs/security.md):
+  --tls_listen=ADDR      serve TLS on ADDR (repeatable); needs --tls_cert and --tls_key
+  --tls_cert=PATH        the server's certificate chain (PEM)
+  --tls_key=PATH         the server's private key (PEM)
+  --tls_client_ca=PATH   require client certificates signed by this CA (mutual TLS); the
+                         principal is then the certificate's subject (or its first SAN)
+  --allow_insecure_remote  allow a plaintext --listen beyond loopback / unix sockets
+  --auth_tokens=PATH     bearer tokens, one per line: TOKEN PRINCIPAL ROLE [uid=N]
+                         [max_bytes=N] [max_buffers=N] [max_inflight=N]; ROLE is user or
+                         admin; a call without a token is then UNAUTHENTICATED unless it
+                         comes with a client certificate or over a unix socket. SIGHUP
+                         re-reads the file.
+  --quota_bytes=N        per principal: bytes registered + allocated (K/M/G; 0: no limit)
+  --quota_buffers=N      per principal: buffers held at once (0: no limit)
+  --quota_inflight=N     per principal: requests in flight (0: no limit)
 )";
 }
 
@@ -180,6 +236,42 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
       {"allow_client_buffers",
        [&](const std::string& v) { return ParseBool(v, &cfg->allow_client_buffers); }},
+      {"tls_listen",
+       [&](const std::string& v) {
+         cfg->tls_listen.push_back(v);
+         return !v.empty() && v.rfind("unix", 0) != 0;
+       }},
+      {"tls_cert",
+       [&](const std::string& v) {
+         cfg->tls_cert = v;
+         return !v.empty();
+       }},
+      {"tls_key",
+       [&](const std::string& v) {
+         cfg->tls_key = v;
+         return !v.empty();
+       }},
+      {"tls_client_ca",
+       [&](const std::string& v) {
+         cfg->tls_client_ca = v;
+         return !v.empty();
+       }},
+      {"allow_insecure_remote",
+       [&](const std::string& v) { return ParseBool(v, &cfg->allow_insecure_remote); }},
+      {"auth_tokens",
+       [&](const std::string& v) {
+         cfg->auth_tokens = v;
+         return !v.empty();
+       }},
+      {"quota_bytes", [&](const std::string& v) { return ParseByteSize(v, &cfg->quota_bytes); }},
+      {"quota_buffers",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &cfg->quota_buffers) && cfg->quota_buffers >= 0;
+       }},
+      {"quota_inflight",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &cfg->quota_inflight) && cfg->quota_inflight >= 0;
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -195,7 +287,7 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     } else if (name == "enable_cuda" || name == "enable_test_ops" ||
-               name == "allow_client_buffers") {
+               name == "allow_client_buffers" || name == "allow_insecure_remote") {
       value = "true";  // a bare boolean flag
     } else if (i + 1 < argc) {
       value = argv[++i];
@@ -205,6 +297,25 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
     auto it = flags.find(name);
     if (it == flags.end()) return "unknown flag --" + Sanitize(name) + " (see --help)";
     if (!it->second(value)) return "bad value " + Quote(value) + " for --" + name + " (see --help)";
+  }
+  // TLS flags only make sense together: say which one is missing.
+  if (!cfg->tls_listen.empty() && (cfg->tls_cert.empty() || cfg->tls_key.empty()))
+    return "--tls_listen needs --tls_cert and --tls_key (PEM files; docs/security.md shows how to "
+           "make them)";
+  if (cfg->tls_listen.empty() &&
+      (!cfg->tls_cert.empty() || !cfg->tls_key.empty() || !cfg->tls_client_ca.empty()))
+    return "--tls_cert, --tls_key and --tls_client_ca only apply to --tls_listen addresses; add "
+           "--tls_listen=HOST:PORT";
+  if (!cfg->allow_insecure_remote) {
+    std::vector<std::string> addrs = {cfg->listen};
+    addrs.insert(addrs.end(), cfg->extra_listen.begin(), cfg->extra_listen.end());
+    for (const auto& a : addrs)
+      if (!IsLocalAddress(a))
+        return "--listen=" + Sanitize(a) +
+               " would serve plaintext beyond this machine (not loopback or a unix socket): serve "
+               "it with "
+               "--tls_listen (and --tls_cert, --tls_key), or pass --allow_insecure_remote to "
+               "accept that risk";
   }
   return "";
 }

@@ -32,7 +32,22 @@ struct Config {
   std::string ready_file;             // written with the bound addresses once serving
   bool enable_test_ops = false;       // serve the "_test_*" ops (tests only)
   bool allow_client_buffers = false;  // client buffers even when not on loopback
+  // Identity and isolation (docs/security.md).
+  std::vector<std::string> tls_listen;  // TLS addresses (repeatable)
+  std::string tls_cert, tls_key;        // PEM files of the server's certificate and key
+  std::string tls_client_ca;            // PEM CA bundle: client certificates required (mTLS)
+  bool allow_insecure_remote = false;   // plaintext --listen beyond loopback / unix
+  std::string auth_tokens;              // token file (TOKEN PRINCIPAL ROLE ...), SIGHUP re-reads
+  int64_t quota_bytes = 0;              // per principal, registered + allocated; 0: none
+  int64_t quota_buffers = 0;            // per principal, buffers held; 0: none
+  int64_t quota_inflight = 0;           // per principal, requests in flight; 0: none
 };
+
+// Whether a --listen address is loopback or a unix socket (plaintext there
+// is only visible to this machine).
+bool IsLocalAddress(const std::string& addr);
+// "1048576", "64K", "512M", "2G" (powers of 1024) into *out; false if bad.
+bool ParseByteSize(const std::string& s, int64_t* out);
 
 // Parses argv into cfg. Returns "" on success, else a message for the user.
 // Sets *help when --help was asked for.

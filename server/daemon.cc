@@ -14,6 +14,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "auth/tls.h"
+
 namespace kerneld::server {
 
 namespace {
@@ -48,6 +50,7 @@ std::string ProbeTcp(const std::string& addr) {
 Daemon::Daemon(Config cfg) : cfg_(std::move(cfg)) {}
 
 Daemon::~Daemon() {
+  StopUnixListeners();
   {
     std::lock_guard<std::mutex> lock(health_mu_);
     stopping_ = true;
@@ -57,9 +60,26 @@ Daemon::~Daemon() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
   if (metrics_) metrics_->SetSources(nullptr, nullptr);  // before devices and buffers go
   if (devices_) devices_->StopAll();
+  if (auth_ && CallAuthenticator() == auth_.get()) SetCallAuthenticator(nullptr);
+}
+
+void Daemon::StopUnixListeners() {
+  for (auto& l : unix_listeners_) l->Stop();
+}
+
+std::string Daemon::ReloadTokens() {
+  if (!auth_ || !auth_->tokens_enabled()) return "no --auth_tokens file to re-read";
+  return auth_->Reload();
 }
 
 std::string Daemon::Start() {
+  peers_ = std::make_unique<PeerTable>();
+  // Only unix sockets have peers to look up: TCP calls skip the lookup.
+  bool any_unix = cfg_.listen.rfind("unix:", 0) == 0;
+  for (const auto& a : cfg_.extra_listen) any_unix = any_unix || a.rfind("unix:", 0) == 0;
+  auth_ = std::make_unique<Authenticator>(cfg_, any_unix ? peers_.get() : nullptr);
+  if (std::string err = auth_->Init(); !err.empty()) return err;
+  SetCallAuthenticator(auth_.get());
   metrics_ = std::make_unique<Metrics>();
   if (!cfg_.metrics_listen.empty() && cfg_.metrics_listen != "off") {
     if (std::string err = metrics_->Listen(cfg_.metrics_listen); !err.empty()) return err;
@@ -87,25 +107,54 @@ std::string Daemon::Start() {
   builder.SetMaxSendMessageSize(max_bytes);
   std::vector<std::string> addrs = {cfg_.listen};
   addrs.insert(addrs.end(), cfg_.extra_listen.begin(), cfg_.extra_listen.end());
+  const size_t n_plain = addrs.size();
+  addrs.insert(addrs.end(), cfg_.tls_listen.begin(), cfg_.tls_listen.end());
+  std::shared_ptr<grpc::ServerCredentials> tls;
+  if (!cfg_.tls_listen.empty()) {
+    if (std::string err = MakeTlsCredentials(cfg_, &tls); !err.empty()) return err;
+  }
   std::vector<int> ports(addrs.size(), 0);
   for (size_t i = 0; i < addrs.size(); ++i) {
+    const bool is_tls = i >= n_plain;
+    // Unix sockets are accepted by kerneld itself, which learns each peer's
+    // uid (auth/peer_listener.h), then served by gRPC.
+    if (!is_tls && addrs[i].rfind("unix:", 0) == 0) {
+      auto l = std::make_unique<UnixPeerListener>(addrs[i].substr(5), peers_.get());
+      if (std::string err = l->Bind(); !err.empty()) return "cannot listen on " + addrs[i] + ": " + err;
+      unix_listeners_.push_back(std::move(l));
+      continue;
+    }
     if (std::string err = ProbeTcp(addrs[i]); !err.empty())
       return "cannot listen on " + addrs[i] + ": " + err +
              " (is another kerneld running? pick another --listen)";
-    builder.AddListeningPort(addrs[i], grpc::InsecureServerCredentials(), &ports[i]);
+    if (!is_tls && !IsLocalAddress(addrs[i]))  // only with --allow_insecure_remote (ParseFlags)
+      std::fprintf(stderr,
+                   "kerneld: WARNING: --listen=%s serves plaintext beyond this machine "
+                   "(--allow_insecure_remote): tokens and tensors cross the network unencrypted; "
+                   "prefer --tls_listen\n",
+                   addrs[i].c_str());
+    builder.AddListeningPort(addrs[i], is_tls ? tls : grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(service_.get());
   builder.RegisterService(buffer_service_.get());
   server_ = builder.BuildAndStart();
-  if (!server_) return "cannot start the gRPC server on " + cfg_.listen + " (address in use or invalid)";
+  if (!server_)
+    return "cannot start the gRPC server on " + cfg_.listen +
+           (cfg_.tls_listen.empty() ? std::string(" (address in use or invalid)")
+                                    : " (address in use or invalid, or --tls_cert / --tls_key do not match)");
+  std::vector<int> tcp_ports;
   for (size_t i = 0; i < addrs.size(); ++i) {
-    if (addrs[i].rfind("unix:", 0) == 0) {
+    if (i < n_plain && addrs[i].rfind("unix:", 0) == 0) {
       bound_.push_back(addrs[i]);
       continue;
     }
     if (ports[i] == 0) return "cannot listen on " + addrs[i];
-    bound_.push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" + std::to_string(ports[i]));
+    (i < n_plain ? bound_ : tls_bound_).push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" +
+                                                  std::to_string(ports[i]));
+    tcp_ports.push_back(ports[i]);
   }
+  buffer_service_->SetServerPorts(std::move(tcp_ports));
+  for (auto& l : unix_listeners_) l->Start(server_.get());
   server_->GetHealthCheckService()->SetServingStatus(true);
   server_->GetHealthCheckService()->SetServingStatus("kerneld.v1.KernelService", true);
   health_thread_ = std::thread([this] { HealthLoop(); });
@@ -115,6 +164,7 @@ std::string Daemon::Start() {
     {
       std::ofstream f(tmp);
       for (const auto& a : bound_) f << "grpc " << a << "\n";
+      for (const auto& a : tls_bound_) f << "grpc_tls " << a << "\n";
       f << "metrics " << metrics_->port() << "\n";
     }
     std::rename(tmp.c_str(), cfg_.ready_file.c_str());
@@ -164,6 +214,7 @@ void Daemon::Shutdown() {
   }
   if (runner_->inflight() > 0)
     std::fprintf(stderr, "kerneld: drain timeout: cancelling %d requests\n", runner_->inflight());
+  StopUnixListeners();  // no new connection may reach a server shutting down
   server_->Shutdown(std::chrono::system_clock::now());
   // Not left to the destructor: civetweb's stop otherwise delays exit by up
   // to 2 s (see Metrics::Stop).

@@ -12,6 +12,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "auth/authenticator.h"
+#include "auth/peer_listener.h"
 #include "config.h"
 #include "devices/device_manager.h"
 #include "metrics/metrics.h"
@@ -40,6 +42,9 @@ class Daemon {
   void Wait();
 
   const std::vector<std::string>& bound_addresses() const { return bound_; }
+  const std::vector<std::string>& tls_addresses() const { return tls_bound_; }
+  // SIGHUP: re-reads --auth_tokens; "" or why the old tokens stay.
+  std::string ReloadTokens();
   int metrics_port() const { return metrics_->port(); }
 
  private:
@@ -53,7 +58,11 @@ class Daemon {
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<KernelServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::vector<std::string> bound_;
+  std::vector<std::string> bound_, tls_bound_;
+  std::unique_ptr<PeerTable> peers_;
+  std::unique_ptr<Authenticator> auth_;
+  std::vector<std::unique_ptr<UnixPeerListener>> unix_listeners_;
+  void StopUnixListeners();
   // Publishes per-device health ("kerneld.device/cuda:0") to the health
   // service, so a GPU lost to a sticky error shows without a request.
   void HealthLoop();

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);  // re-reads --auth_tokens
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   kerneld::server::Daemon daemon(cfg);
@@ -57,13 +58,24 @@ int main(int argc, char** argv) {
   }
   for (const auto& a : daemon.bound_addresses())
     std::printf("kerneld %s listening on %s\n", kerneld::server::kKerneldVersion, a.c_str());
+  for (const auto& a : daemon.tls_addresses())
+    std::printf("kerneld %s listening on %s (TLS%s)\n", kerneld::server::kKerneldVersion, a.c_str(),
+                cfg.tls_client_ca.empty() ? "" : ", client certificates required");
   if (daemon.metrics_port() > 0)
     std::printf("kerneld metrics on port %d (/metrics)\n", daemon.metrics_port());
   std::fflush(stdout);
 
   std::thread signals([&] {
     int sig = 0;
-    sigwait(&sigs, &sig);
+    for (;;) {
+      sigwait(&sigs, &sig);
+      if (sig != SIGHUP) break;
+      if (std::string err = daemon.ReloadTokens(); !err.empty())
+        std::fprintf(stderr, "kerneld: SIGHUP: %s (the previous tokens stay in force)\n",
+                     err.c_str());
+      else
+        std::fprintf(stderr, "kerneld: SIGHUP: re-read --auth_tokens\n");
+    }
     std::fprintf(stderr, "kerneld: %s received; draining in-flight requests\n",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
     auto t0 = std::chrono::steady_clock::now();

@@ -1,5 +1,6 @@
 #include "buffers/buffer_registry.h"
 
+#include <algorithm>
 #include <random>
 
 namespace kerneld::server {
@@ -58,17 +59,63 @@ BufferRegistry::~BufferRegistry() {
 }
 
 std::string BufferRegistry::Add(std::shared_ptr<Region> region) {
+  std::string id;
+  (void)Add(std::move(region), BufferQuota{}, &id);  // no quota: cannot fail
+  return id;
+}
+
+Status BufferRegistry::CheckQuota(const Principal& who, uint64_t bytes, const BufferQuota& quota) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckQuotaLocked(who, bytes, quota);
+}
+
+Status BufferRegistry::CheckQuotaLocked(const Principal& who, uint64_t bytes, const BufferQuota& q) const {
+  BufferUsage u;
+  if (auto it = usage_.find(who); it != usage_.end()) u = it->second;
+  if (q.max_buffers > 0 && u.buffers + 1 > q.max_buffers)
+    return ResourceExhausted("quota max_buffers of principal " + Quote(who) + " reached: it holds " +
+                             std::to_string(u.buffers) + " buffers of at most " + std::to_string(q.max_buffers) +
+                             "; unregister some, or ask the operator to raise it (--quota_buffers or "
+                             "max_buffers= in the token file)");
+  uint64_t total = 0;
+  if (q.max_bytes > 0 && (__builtin_add_overflow(u.bytes, bytes, &total) || total > q.max_bytes))
+    return ResourceExhausted("quota max_bytes of principal " + Quote(who) + " exceeded: it holds " +
+                             std::to_string(u.bytes) + " bytes registered + allocated, this buffer adds " +
+                             std::to_string(bytes) + ", the limit is " + std::to_string(q.max_bytes) +
+                             "; unregister some, or ask the operator to raise it (--quota_bytes or "
+                             "max_bytes= in the token file)");
+  return Status::Ok();
+}
+
+void BufferRegistry::UntrackLocked(const Region& r) {
+  auto it = usage_.find(r.owner);
+  if (it == usage_.end()) return;
+  it->second.bytes -= std::min(it->second.bytes, r.size);
+  if (--it->second.buffers == 0) usage_.erase(it);
+}
+
+std::map<Principal, BufferUsage> BufferRegistry::UsageByPrincipal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return usage_;
+}
+
+Status BufferRegistry::Add(std::shared_ptr<Region> region, const BufferQuota& quota, std::string* id) {
   // Ids are unguessable-ish so that a stale id from a restarted daemon does
   // not silently name another client's buffer.
   static thread_local std::mt19937_64 rng(std::random_device{}());
   std::lock_guard<std::mutex> lock(mu_);
+  KERNELD_RETURN_IF_ERROR(CheckQuotaLocked(region->owner, region->size, quota));
+  BufferUsage& u = usage_[region->owner];
+  u.bytes += region->size;
+  u.buffers += 1;
   char buf[40];
   std::snprintf(buf, sizeof buf, "buf-%llu-%08llx", static_cast<unsigned long long>(next_id_++),
                 static_cast<unsigned long long>(rng() & 0xffffffffu));
   region->id = buf;
   Touch(*region);
   regions_[region->id] = std::move(region);
-  return buf;
+  *id = buf;
+  return Status::Ok();
 }
 
 std::string BufferRegistry::CheckBounds(uint64_t offset, uint64_t nbytes, uint64_t region_size,
@@ -151,11 +198,13 @@ Status BufferRegistry::ResolveImpl(const Principal& who, const std::string& buff
 }
 
 Status BufferRegistry::Unregister(const Principal& who, const std::string& buffer_id,
-                                  bool* deferred) {
+                                  bool* deferred, bool any_owner) {
   std::shared_ptr<Region> r;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    KERNELD_RETURN_IF_ERROR(Find(who, buffer_id, &r));
+    auto it = regions_.find(buffer_id);
+    KERNELD_RETURN_IF_ERROR(Find(any_owner && it != regions_.end() ? it->second->owner : who, buffer_id, &r));
+    UntrackLocked(*r);
     regions_.erase(buffer_id);
   }
   *deferred = r->inflight.load() > 0;
@@ -200,6 +249,7 @@ int BufferRegistry::ExpireLeases() {
       // A region in use is not expired under its request's feet; it is
       // touched on use anyway.
       if (r.lease_seconds > 0 && r.expires_ns.load() <= now && r.inflight.load() == 0) {
+        UntrackLocked(r);
         expired.push_back(std::move(it->second));
         it = regions_.erase(it);
       } else {

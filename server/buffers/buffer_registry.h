@@ -26,6 +26,16 @@ namespace kerneld::server {
 using Principal = std::string;
 inline constexpr char kAnonymous[] = "anonymous";
 
+// What one principal holds, and may hold (0: no limit); docs/security.md.
+struct BufferUsage {
+  uint64_t bytes = 0;    // registered + allocated
+  uint64_t buffers = 0;
+};
+struct BufferQuota {
+  uint64_t max_bytes = 0;
+  uint64_t max_buffers = 0;
+};
+
 class BufferRegistry {
  public:
   explicit BufferRegistry(bool start_reaper = true);
@@ -33,6 +43,13 @@ class BufferRegistry {
 
   // Takes ownership of `region` (id assigned here); returns the id.
   std::string Add(std::shared_ptr<Region> region);
+  // The same within the owner's quota, checked and charged atomically:
+  // RESOURCE_EXHAUSTED naming the quota and the current use.
+  Status Add(std::shared_ptr<Region> region, const BufferQuota& quota, std::string* id);
+  // The same check for `bytes` more, without adding: lets a caller refuse
+  // before it opens or allocates anything.
+  Status CheckQuota(const Principal& who, uint64_t bytes, const BufferQuota& quota) const;
+  std::map<Principal, BufferUsage> UsageByPrincipal() const;
 
   // Resolves (buffer_id, offset) for a tensor of `nbytes` bytes whose
   // elements are `align` bytes wide. On success *pin holds the region and
@@ -52,7 +69,9 @@ class BufferRegistry {
 
   // Removes the id now; the memory is released when the last pin drops.
   // *deferred says whether requests still hold it.
-  Status Unregister(const Principal& who, const std::string& buffer_id, bool* deferred);
+  // any_owner (admins): whoever registered it.
+  Status Unregister(const Principal& who, const std::string& buffer_id, bool* deferred,
+                    bool any_owner = false);
   Status Renew(const Principal& who, const std::string& buffer_id, std::shared_ptr<Region>* out);
   std::vector<std::shared_ptr<Region>> List(const Principal& who) const;
   std::vector<std::shared_ptr<Region>> ListAll() const;  // every principal's (metrics)
@@ -70,10 +89,13 @@ class BufferRegistry {
                      uint64_t nbytes, uint64_t align, std::string_view dtype_name, RegionPin* pin,
                      char** ptr);
   Status Find(const Principal& who, const std::string& id, std::shared_ptr<Region>* out) const;
+  Status CheckQuotaLocked(const Principal& who, uint64_t bytes, const BufferQuota& quota) const;
+  void UntrackLocked(const Region& r);
   void ReaperLoop();
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Region>> regions_;
+  std::map<Principal, BufferUsage> usage_;  // principals holding buffers only
   uint64_t next_id_ = 1;
   std::thread reaper_;
   std::condition_variable cv_;

@@ -1,6 +1,9 @@
 // Opening and allocating the memory behind registered buffers.
 #pragma once
 
+#include <sys/stat.h>
+
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,6 +15,14 @@ namespace kerneld::server {
 // POSIX shared memory: shm_open + fstat + mmap of [offset, offset+size).
 Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
                         std::shared_ptr<Region>* out);
+
+// Whose rights bound an open (no confused deputy): the object is used only
+// if `may_open` (given the object's fstat) returns "", else PERMISSION_DENIED
+// with its reason. The check runs on the descriptor kerneld opened, so the
+// name cannot be swapped between check and use.
+using ShmAccessCheck = std::function<std::string(const struct stat&)>;
+Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
+                        const ShmAccessCheck& may_open, std::shared_ptr<Region>* out);
 
 // A client's cudaMalloc allocation shared by a 64-byte cudaIpcMemHandle_t.
 // Checks `size` against the real allocation (cuMemGetAddressRange).

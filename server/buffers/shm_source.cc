@@ -163,6 +163,11 @@ Status OpenError(const std::string& shm_name, int e) {
 
 Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
                         std::shared_ptr<Region>* out) {
+  return OpenSharedMemory(shm_name, offset, size, nullptr, out);
+}
+
+Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
+                        const ShmAccessCheck& may_open, std::shared_ptr<Region>* out) {
   if (shm_name.size() < 2 || shm_name[0] != '/' || shm_name.find('/', 1) != std::string::npos ||
       shm_name.find('\0') != std::string::npos || shm_name.size() > 255)
     return InvalidArgument(
@@ -178,6 +183,13 @@ Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t s
     int e = errno;
     close(fd);
     return Internal("fstat(" + Quote(shm_name) + "): " + std::strerror(e));
+  }
+  if (may_open) {
+    if (std::string why = may_open(st); !why.empty()) {
+      close(fd);
+      return {StatusCode::kPermissionDenied, "shared-memory object " + Quote(shm_name) + ": " + why +
+                                                 ", so kerneld will not open it on its behalf"};
+    }
   }
   const uint64_t object_size = static_cast<uint64_t>(st.st_size);
   uint64_t end = 0;

@@ -1,5 +1,7 @@
 #include "metrics/metrics.h"
 
+#include "auth/principal_stats.h"
+
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -321,6 +323,8 @@ std::vector<MetricFamily> Metrics::Collect() const {
                                 {"cuda", std::string(kKerneldCudaBuild) == "ON" ? "yes" : "no"}},
                                1, false));
   out.push_back(std::move(build));
+  // Per-principal use without principal labels (auth/principal_stats.h).
+  for (auto& f : PrincipalStats::Global().Collect(buffers)) out.push_back(std::move(f));
   return out;
 }
 

@@ -180,16 +180,25 @@ void RequestLog::Write(const std::string& line) {
   (void)r;
 }
 
+namespace {
+// The caller's principal in a log line: who did it, for the operator.
+std::string PrincipalField(const std::string& p, bool json) {
+  if (p.empty()) return "";
+  return json ? ",\"principal\":\"" + JsonEscape(p) + "\"" : " principal=" + TextEscape(p);
+}
+}  // namespace
+
 void RequestLog::Start(const RequestRecord& r) {
   if (level_ < 3) return;
   if (json_) {
     Write("{\"event\":\"start\",\"id\":\"" + JsonCut(r.request_id) + "\",\"op\":\"" + JsonCut(r.op) + "\",\"backend\":\"" +
           JsonEscape(r.backend) + "\",\"device\":\"" + JsonEscape(r.device) + "\",\"inputs\":" + Tensors(r.inputs, r.opdef, true, true) +
-          ",\"attrs\":" + Attrs(r.attrs, true) + "}\n");
+          ",\"attrs\":" + Attrs(r.attrs, true) + PrincipalField(r.principal, true) + "}\n");
   } else {
     Write("kerneld: start id=" + TextEscape(r.request_id) + " op=" + TextEscape(r.op) +
           " backend=" + TextEscape(r.backend) + " device=" + TextEscape(r.device) +
-          Tensors(r.inputs, r.opdef, true, false) + Attrs(r.attrs, false) + "\n");
+          Tensors(r.inputs, r.opdef, true, false) + Attrs(r.attrs, false) + PrincipalField(r.principal, false) +
+          "\n");
   }
 }
 
@@ -211,7 +220,7 @@ void RequestLog::Finish(const RequestRecord& r) {
         line += (i ? ",\"" : "\"") + r.opdef->outputs[i].name + "\":" + Stats((*r.outputs)[i], true);
       line += "}";
     }
-    line += "}\n";
+    line += PrincipalField(r.principal, true) + "}\n";
   } else {
     line = "kerneld: request id=" + TextEscape(r.request_id) + " op=" + TextEscape(r.op) +
            " backend=" + TextEscape(r.backend) + " device=" + TextEscape(r.device) + " code=" + r.code +
@@ -220,6 +229,7 @@ void RequestLog::Finish(const RequestRecord& r) {
     if (level_ >= 5 && r.outputs && r.code == "OK")
       for (size_t i = 0; i < r.outputs->size(); ++i)
         line += " " + r.opdef->outputs[i].name + ":" + Stats((*r.outputs)[i], false);
+    line += PrincipalField(r.principal, false);
     if (!r.message.empty()) line += " error=" + TextEscape(r.message, kMaxLoggedMessage);
     line += "\n";
   }
@@ -255,8 +265,10 @@ bool TraceWriter::Sample() {
   return static_cast<uint64_t>(static_cast<double>(n + 1) * rate_) != static_cast<uint64_t>(static_cast<double>(n) * rate_);
 }
 
-void TraceWriter::Record(const v1::ExecuteRequest& req, const v1::ExecuteResponse& resp, int64_t arrival_ns) {
+void TraceWriter::Record(const v1::ExecuteRequest& req, const v1::ExecuteResponse& resp, int64_t arrival_ns,
+                         const std::string& principal) {
   v1::TraceRecord t;
+  t.set_principal(principal);
   t.set_t_ns(arrival_ns - start_ns_);
   t.set_request_id(req.request_id());
   t.set_op(req.op());

@@ -37,6 +37,7 @@ std::string TextEscape(const std::string& s, size_t max_len = kMaxLoggedString);
 
 struct RequestRecord {
   std::string request_id, op, backend, device, code, message;
+  std::string principal;  // who asked (docs/security.md); "" leaves it out
   int64_t t_ns = 0;  // arrival (steady clock)
   int64_t queue_ns = 0, execute_ns = 0, total_ns = 0;
   const std::vector<TensorView>* inputs = nullptr;   // schema order
@@ -73,7 +74,8 @@ class TraceWriter {
   const std::string& error() const { return error_; }
   bool Sample();  // whether to record this request
   // Builds the line from the request and its (completed) response.
-  void Record(const v1::ExecuteRequest& req, const v1::ExecuteResponse& resp, int64_t arrival_ns);
+  void Record(const v1::ExecuteRequest& req, const v1::ExecuteResponse& resp, int64_t arrival_ns,
+              const std::string& principal = "");
 
  private:
   void Loop();

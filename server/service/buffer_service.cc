@@ -1,5 +1,8 @@
 #include "service/buffer_service.h"
 
+#include "auth/authenticator.h"
+#include "auth/local_peer.h"
+#include "auth/principal_stats.h"
 #include "buffers/buffer_sources.h"
 #include "service/kernel_service.h"
 
@@ -8,12 +11,6 @@ namespace kerneld::server {
 namespace {
 
 constexpr uint32_t kMaxLeaseSeconds = 7 * 24 * 3600;
-
-bool IsLocalAddress(const std::string& addr) {
-  if (addr.rfind("unix:", 0) == 0) return true;
-  std::string host = addr.substr(0, addr.rfind(':'));
-  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "[::1]" || host == "::1";
-}
 
 grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& st) {
   auto* r = ctx->DefaultReactor();
@@ -37,16 +34,28 @@ Status CheckLeaseAndName(uint32_t lease, const std::string& name) {
 
 }  // namespace
 
-Principal PrincipalOf(const grpc::CallbackServerContext*) { return kAnonymous; }
+BufferQuota ToBufferQuota(const Quota& q) {
+  return BufferQuota{static_cast<uint64_t>(q.max_bytes), static_cast<uint64_t>(q.max_buffers)};
+}
+
+Status CountedQuota(Status st) {
+  if (st.code() == StatusCode::kResourceExhausted && st.message().rfind("quota ", 0) == 0)
+    PrincipalStats::Global().CountQuotaExceeded(st.message().rfind("quota max_buffers", 0) == 0
+                                                    ? PrincipalStats::Quota::kBuffers
+                                                    : PrincipalStats::Quota::kBytes);
+  return st;
+}
 
 bool ClientBuffersAllowed(const Config& cfg, std::string* why_not) {
   if (cfg.allow_client_buffers) return true;
   std::vector<std::string> addrs = {cfg.listen};
   addrs.insert(addrs.end(), cfg.extra_listen.begin(), cfg.extra_listen.end());
+  addrs.insert(addrs.end(), cfg.tls_listen.begin(), cfg.tls_listen.end());
   for (const auto& a : addrs) {
     if (!IsLocalAddress(a)) {
       *why_not = "client buffer registration is off because kerneld listens on " + a +
-                 ", which is not loopback or a unix socket; start kerneld with --allow_client_buffers to enable it";
+                 ", which is not loopback or a unix socket, and this call carries no identity (bearer token, "
+                 "client certificate or unix-socket uid); start kerneld with --allow_client_buffers to enable it";
       return false;
     }
   }
@@ -56,6 +65,39 @@ bool ClientBuffersAllowed(const Config& cfg, std::string* why_not) {
 BufferServiceImpl::BufferServiceImpl(const Config& cfg, const DeviceManager& devices, BufferRegistry& registry)
     : cfg_(cfg), devices_(devices), registry_(registry) {
   client_buffers_allowed_ = ClientBuffersAllowed(cfg_, &client_buffers_why_not_);
+}
+
+void BufferServiceImpl::SetServerPorts(std::vector<int> ports) {
+  std::lock_guard<std::mutex> lock(ports_mu_);
+  ports_ = std::move(ports);
+}
+
+Status BufferServiceImpl::Caller(grpc::CallbackServerContext* ctx, bool client_memory, Identity* id) const {
+  KERNELD_RETURN_IF_ERROR(IdentifyCall(*ctx, id));
+  if (client_memory && id->anonymous() && !client_buffers_allowed_) {
+    PrincipalStats::Global().CountPermissionDenied();
+    return {StatusCode::kPermissionDenied, client_buffers_why_not_};
+  }
+  return Status::Ok();
+}
+
+ShmAccessCheck BufferServiceImpl::AccessCheckFor(const grpc::CallbackServerContext* ctx, const Identity& id) const {
+  std::optional<uid_t> uid = id.uid;
+  std::optional<gid_t> gid = id.gid;
+  if (!uid) {  // a TCP caller on this machine: the owner of its socket
+    std::vector<int> ports;
+    {
+      std::lock_guard<std::mutex> lock(ports_mu_);
+      ports = ports_;
+    }
+    uid = LocalTcpPeerUid(ctx->peer(), ports);
+  }
+  return [uid, gid, peer = ctx->peer()](const struct stat& st) {
+    std::string why = MayReadWrite(st, uid, gid);
+    if (!why.empty() && !uid) why += " [peer " + Sanitize(peer) + "]";
+    if (!why.empty()) PrincipalStats::Global().CountPermissionDenied();
+    return why;
+  };
 }
 
 Status BufferServiceImpl::FindGpu(const std::string& name, DeviceInfo* out) const {
@@ -73,7 +115,8 @@ Status BufferServiceImpl::FindGpu(const std::string& name, DeviceInfo* out) cons
 grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
                                                                    const v1::RegisterCudaIpcBufferRequest* req,
                                                                    v1::RegisterCudaIpcBufferResponse* resp) {
-  if (!client_buffers_allowed_) return Done(ctx, {StatusCode::kPermissionDenied, client_buffers_why_not_});
+  Identity id;
+  if (Status st = Caller(ctx, true, &id); !st.ok()) return Done(ctx, st);
   if (req->ipc_handle().size() != 64)
     return Done(ctx, InvalidArgument("ipc_handle has " + std::to_string(req->ipc_handle().size()) +
                                      " bytes; a cudaIpcMemHandle_t has exactly 64"));
@@ -81,53 +124,78 @@ grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(grpc::Callbac
   DeviceInfo dev;
   if (req->device_uuid().empty()) return Done(ctx, InvalidArgument("device_uuid is empty; pass the GPU's UUID (GPU-...)"));
   if (Status st = FindGpu(req->device_uuid(), &dev); !st.ok()) return Done(ctx, st);
+  const BufferQuota quota = ToBufferQuota(id.quota);
+  if (Status st = registry_.CheckQuota(id.principal, req->byte_size(), quota); !st.ok())
+    return Done(ctx, CountedQuota(st));
+  // A CUDA IPC handle is a capability: whoever holds it may map the memory
+  // (docs/security.md), so there is no owner to check it against.
   std::shared_ptr<Region> r;
   if (Status st = OpenCudaIpc(req->ipc_handle(), dev, req->byte_size(), &r); !st.ok()) return Done(ctx, st);
   r->name = req->name();
-  r->owner = PrincipalOf(ctx);
+  r->owner = id.principal;
   r->lease_seconds = req->lease_seconds();
-  resp->set_buffer_id(registry_.Add(std::move(r)));
+  std::string buffer_id;
+  if (Status st = registry_.Add(std::move(r), quota, &buffer_id); !st.ok()) return Done(ctx, CountedQuota(st));
+  resp->set_buffer_id(buffer_id);
   return Done(ctx, Status::Ok());
 }
 
 grpc::ServerUnaryReactor* BufferServiceImpl::AllocateBuffer(grpc::CallbackServerContext* ctx,
                                                             const v1::AllocateBufferRequest* req,
                                                             v1::AllocateBufferResponse* resp) {
+  Identity id;
+  if (Status st = Caller(ctx, false, &id); !st.ok()) return Done(ctx, st);
   if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
+  const BufferQuota quota = ToBufferQuota(id.quota);
+  // Before the allocation: a principal over its quota costs no GPU memory.
+  if (Status st = registry_.CheckQuota(id.principal, req->byte_size(), quota); !st.ok())
+    return Done(ctx, CountedQuota(st));
   DeviceInfo dev;
   if (Status st = FindGpu(req->device(), &dev); !st.ok()) return Done(ctx, st);
   std::shared_ptr<Region> r;
   std::string handle;
   if (Status st = AllocateCuda(dev, req->byte_size(), &r, &handle); !st.ok()) return Done(ctx, st);
   r->name = req->name();
-  r->owner = PrincipalOf(ctx);
+  r->owner = id.principal;
   r->lease_seconds = req->lease_seconds();
+  std::string buffer_id;
+  if (Status st = registry_.Add(std::move(r), quota, &buffer_id); !st.ok()) return Done(ctx, CountedQuota(st));
   resp->set_device_uuid(dev.uuid);
   resp->set_ipc_handle(handle);
-  resp->set_buffer_id(registry_.Add(std::move(r)));
+  resp->set_buffer_id(buffer_id);
   return Done(ctx, Status::Ok());
 }
 
 grpc::ServerUnaryReactor* BufferServiceImpl::RegisterSharedMemory(grpc::CallbackServerContext* ctx,
                                                                   const v1::RegisterSharedMemoryRequest* req,
                                                                   v1::RegisterSharedMemoryResponse* resp) {
-  if (!client_buffers_allowed_) return Done(ctx, {StatusCode::kPermissionDenied, client_buffers_why_not_});
+  Identity id;
+  if (Status st = Caller(ctx, true, &id); !st.ok()) return Done(ctx, st);
   if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
+  const BufferQuota quota = ToBufferQuota(id.quota);
+  if (Status st = registry_.CheckQuota(id.principal, req->byte_size(), quota); !st.ok())
+    return Done(ctx, CountedQuota(st));
   std::shared_ptr<Region> r;
-  if (Status st = OpenSharedMemory(req->shm_name(), req->offset(), req->byte_size(), &r); !st.ok())
+  if (Status st = OpenSharedMemory(req->shm_name(), req->offset(), req->byte_size(), AccessCheckFor(ctx, id), &r);
+      !st.ok())
     return Done(ctx, st);
   r->name = req->name().empty() ? req->shm_name() : req->name();
-  r->owner = PrincipalOf(ctx);
+  r->owner = id.principal;
   r->lease_seconds = req->lease_seconds();
-  resp->set_buffer_id(registry_.Add(std::move(r)));
+  std::string buffer_id;
+  if (Status st = registry_.Add(std::move(r), quota, &buffer_id); !st.ok()) return Done(ctx, CountedQuota(st));
+  resp->set_buffer_id(buffer_id);
   return Done(ctx, Status::Ok());
 }
 
 grpc::ServerUnaryReactor* BufferServiceImpl::UnregisterBuffer(grpc::CallbackServerContext* ctx,
                                                               const v1::UnregisterBufferRequest* req,
                                                               v1::UnregisterBufferResponse* resp) {
+  Identity id;
+  if (Status st = Caller(ctx, false, &id); !st.ok()) return Done(ctx, st);
   bool deferred = false;
-  Status st = registry_.Unregister(PrincipalOf(ctx), req->buffer_id(), &deferred);
+  // An admin may unregister anyone's buffer; a user only its own.
+  Status st = registry_.Unregister(id.principal, req->buffer_id(), &deferred, id.admin());
   resp->set_deferred(deferred);
   return Done(ctx, st);
 }
@@ -135,8 +203,10 @@ grpc::ServerUnaryReactor* BufferServiceImpl::UnregisterBuffer(grpc::CallbackServ
 grpc::ServerUnaryReactor* BufferServiceImpl::RenewLease(grpc::CallbackServerContext* ctx,
                                                         const v1::RenewLeaseRequest* req,
                                                         v1::RenewLeaseResponse* resp) {
+  Identity id;
+  if (Status st = Caller(ctx, false, &id); !st.ok()) return Done(ctx, st);
   std::shared_ptr<Region> r;
-  Status st = registry_.Renew(PrincipalOf(ctx), req->buffer_id(), &r);
+  Status st = registry_.Renew(id.principal, req->buffer_id(), &r);
   if (st.ok()) {
     resp->set_lease_seconds(r->lease_seconds);
     if (r->lease_seconds > 0) resp->set_expires_in_ms((r->expires_ns.load() - SteadyNowNs()) / 1000000);
@@ -145,10 +215,16 @@ grpc::ServerUnaryReactor* BufferServiceImpl::RenewLease(grpc::CallbackServerCont
 }
 
 grpc::ServerUnaryReactor* BufferServiceImpl::ListBuffers(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListBuffersRequest*,
+                                                         const v1::ListBuffersRequest* req,
                                                          v1::ListBuffersResponse* resp) {
+  Identity id;
+  if (Status st = Caller(ctx, false, &id); !st.ok()) return Done(ctx, st);
+  if (req->all_principals()) {
+    if (Status st = Authenticator::RequireAdmin(id, "ListBuffers with all_principals"); !st.ok())
+      return Done(ctx, st);
+  }
   const int64_t now = SteadyNowNs();
-  for (const auto& r : registry_.List(PrincipalOf(ctx))) {
+  for (const auto& r : req->all_principals() ? registry_.ListAll() : registry_.List(id.principal)) {
     v1::BufferInfo* b = resp->add_buffers();
     b->set_buffer_id(r->id);
     b->set_kind(std::string(BufferKindName(r->kind)));

@@ -4,25 +4,30 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <mutex>
+#include <vector>
+
+#include "auth/identity.h"
 #include "buffers/buffer_registry.h"
+#include "buffers/buffer_sources.h"
 #include "config.h"
 #include "devices/device_manager.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
 
 namespace kerneld::server {
 
-// Who is calling. Without authentication every client is one principal;
-// callers go through this function so that per-client principals (mTLS,
-// tokens) change only here.
-Principal PrincipalOf(const grpc::CallbackServerContext* ctx);
-
-// Whether clients may register their own memory: yes on loopback / unix
-// sockets, otherwise only with --allow_client_buffers.
+// Whether clients without an identity may register their own memory: yes
+// when every listener is loopback / unix, otherwise only with
+// --allow_client_buffers. Identified callers (token, client certificate,
+// unix-socket uid) always may; what they may open is checked per object.
 bool ClientBuffersAllowed(const Config& cfg, std::string* why_not);
 
 class BufferServiceImpl final : public v1::BufferService::CallbackService {
  public:
   BufferServiceImpl(const Config& cfg, const DeviceManager& devices, BufferRegistry& registry);
+  // The daemon's TCP ports, once bound: a TCP caller on this machine is
+  // found by them in /proc/net/tcp (auth/local_peer.h).
+  void SetServerPorts(std::vector<int> ports);
 
   grpc::ServerUnaryReactor* RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
                                                   const v1::RegisterCudaIpcBufferRequest* req,
@@ -42,6 +47,11 @@ class BufferServiceImpl final : public v1::BufferService::CallbackService {
 
  private:
   Status FindGpu(const std::string& name, DeviceInfo* out) const;
+  // The identity, and whether it may register client memory at all.
+  Status Caller(grpc::CallbackServerContext* ctx, bool client_memory, Identity* id) const;
+  ShmAccessCheck AccessCheckFor(const grpc::CallbackServerContext* ctx, const Identity& id) const;
+  mutable std::mutex ports_mu_;
+  std::vector<int> ports_;
   const Config& cfg_;
   const DeviceManager& devices_;
   BufferRegistry& registry_;

@@ -1,5 +1,7 @@
 #include "service/kernel_service.h"
 
+#include "auth/authenticator.h"
+#include "auth/principal_stats.h"
 #include "build_info.h"
 #include "service/buffer_service.h"
 #include "service/execute_stream.h"
@@ -16,21 +18,62 @@ CallControl ControlFor(grpc::CallbackServerContext* ctx) {
   CallControl c;
   c.deadline = ctx->deadline();
   c.cancelled = [ctx] { return ctx->IsCancelled(); };
-  c.principal = PrincipalOf(ctx);
+  Identity id;
+  if (Status st = IdentifyCall(*ctx, &id); !st.ok()) {
+    c.refused = std::move(st);
+    return c;
+  }
+  c.principal = std::move(id.principal);
+  // Anonymous requests are counted by the daemon as a whole; per principal
+  // only where there is one, or a quota to enforce.
+  if (!id.anonymous() || id.quota.max_inflight > 0) {
+    c.principal_inflight = PrincipalStats::Global().Inflight(c.principal);
+    c.max_inflight = id.quota.max_inflight;
+  }
   return c;
 }
+
+namespace {
+
+// An ExecuteStream refused before its first message (no identity).
+class RefusedStream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(const Status& st) { Finish(ToGrpc(st)); }
+  void OnDone() override { delete this; }
+};
+
+Status Authenticate(const grpc::CallbackServerContext& ctx) {
+  Identity id;
+  return IdentifyCall(ctx, &id);
+}
+
+grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const Status& st) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpc(st));
+  return reactor;
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* KernelServiceImpl::Execute(grpc::CallbackServerContext* ctx,
                                                      const v1::ExecuteRequest* req,
                                                      v1::ExecuteResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  runner_.Start(*req, resp, ControlFor(ctx),
+  CallControl ctl = ControlFor(ctx);
+  if (!ctl.refused.ok()) {
+    reactor->Finish(ToGrpc(ctl.refused));
+    return reactor;
+  }
+  runner_.Start(*req, resp, std::move(ctl),
                 [reactor](const Status& st) { reactor->Finish(ToGrpc(st)); });
   return reactor;
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KernelServiceImpl::ExecuteStream(
     grpc::CallbackServerContext* ctx) {
+  // Checked once up front; each message is identified again (ControlFor),
+  // so a token revoked by a reload stops the stream's later requests.
+  if (Status st = Authenticate(*ctx); !st.ok()) return new RefusedStream(st);
   ExecuteStreamReactor::Limits limits;
   limits.window = cfg_.stream_window;
   limits.buffer_bytes = static_cast<int64_t>(cfg_.stream_buffer_mb) << 20;
@@ -40,6 +83,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KernelServiceImpl::
 grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
                                                          const v1::ListKernelsRequest* req,
                                                          v1::ListKernelsResponse* resp) {
+  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   bool found = false;
   for (const OpDef* op : OpRegistry::Global().List()) {
@@ -97,6 +141,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                            const v1::GetServerInfoRequest*,
                                                            v1::GetServerInfoResponse* resp) {
+  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   resp->set_version(kKerneldVersion);
   resp->set_git_revision(kKerneldGitRevision);

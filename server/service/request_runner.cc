@@ -9,6 +9,7 @@
 #include <exception>
 #include <new>
 
+#include "auth/principal_stats.h"
 #include "kerneld/check.h"
 #include "kerneld/size.h"
 #include "service/request_decode.h"
@@ -38,6 +39,8 @@ struct RequestRunner::Call {
   // then returns to zero (drain waits on it).
   void Done(const Status& st) {
     if (finished.exchange(true)) return;
+    // Released before the answer: the client's next request must find it free.
+    if (principal_inflight) principal_inflight->fetch_sub(1);
     user_done(st);
     runner->inflight_.fetch_sub(1);
   }
@@ -61,6 +64,8 @@ struct RequestRunner::Call {
   DecodedRequest d;
   RequestRecord record;  // filled only when logging is on
   const Target* target = nullptr;
+  Principal principal;  // for the log and the trace; never a metric label
+  std::shared_ptr<std::atomic<int64_t>> principal_inflight;
 };
 
 RequestRunner::RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers,
@@ -144,9 +149,10 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
       r.code = std::string(StatusCodeName(st.code()));
       r.message = st.message();
       r.total_ns = total_ns;
+      r.principal = ctl.principal;
       log_->Finish(r);
     }
-    if (c.traced) trace_->Record(req, *resp, ArrivalNs(c.arrival));
+    if (c.traced) trace_->Record(req, *resp, ArrivalNs(c.arrival), ctl.principal);
     c.Done(st);
   };
 
@@ -155,6 +161,25 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
                      "replica"),
          OpRegistry::Global().Find(req.op()) ? req.op() : "_unknown", "none", "none");
     return;
+  }
+  if (!ctl.refused.ok()) {
+    fail(ctl.refused, "_unknown", "none", "none");
+    return;
+  }
+  c.principal = ctl.principal;
+  if (ctl.principal_inflight) {  // --quota_inflight / max_inflight=
+    const int64_t now = ctl.principal_inflight->fetch_add(1) + 1;
+    c.principal_inflight = std::move(ctl.principal_inflight);
+    if (ctl.max_inflight > 0 && now > ctl.max_inflight) {
+      PrincipalStats::Global().CountQuotaExceeded(PrincipalStats::Quota::kInflight);
+      fail(ResourceExhausted("quota max_inflight of principal " + Quote(ctl.principal) + " reached: it has " +
+                             std::to_string(now - 1) + " requests in flight, at most " +
+                             std::to_string(ctl.max_inflight) +
+                             "; wait for answers before sending more, or ask the operator to raise it "
+                             "(--quota_inflight or max_inflight= in the token file)"),
+           OpRegistry::Global().Find(req.op()) ? req.op() : "_unknown", "none", "none");
+      return;
+    }
   }
   DecodedRequest& d = c.d;
   DecodeOptions opt;
@@ -213,6 +238,7 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
     r.inputs = &d.inputs;
     r.outputs = &d.outputs;
     r.attrs = &d.attrs;
+    r.principal = c.principal;
     log_->Start(r);
   }
 
@@ -269,7 +295,7 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
       r.total_ns = total_ns;
       log->Finish(r);
     }
-    if (k.traced) self.trace_->Record(k.req, *k.resp, ArrivalNs(k.arrival));
+    if (k.traced) self.trace_->Record(k.req, *k.resp, ArrivalNs(k.arrival), k.principal);
     k.Done(st);
   };
   if (!place.worker->Submit(task)) {

@@ -26,6 +26,11 @@ struct CallControl {
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
   std::function<bool()> cancelled;  // may be empty
   Principal principal = kAnonymous;  // owner of the buffers it may reference
+  Status refused;                    // not OK: answer this (authentication) and run nothing
+  // The principal's requests in flight (null: not counted) and its quota
+  // (0: none); docs/security.md.
+  std::shared_ptr<std::atomic<int64_t>> principal_inflight;
+  int64_t max_inflight = 0;
 };
 
 class RequestRunner {

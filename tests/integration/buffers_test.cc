@@ -283,7 +283,7 @@ TEST_F(BuffersTest, LeaseExpires) {
 TEST(BufferPermissions, RefusedBeyondLoopbackUnlessAllowed) {
   // Listening on all interfaces (traffic still only on loopback here).
   for (bool allow : {false, true}) {
-    std::vector<std::string> flags = {"--listen=0.0.0.0:0"};
+    std::vector<std::string> flags = {"--listen=0.0.0.0:0", "--allow_insecure_remote"};
     if (allow) flags.push_back("--allow_client_buffers");
     Daemon d(flags, /*with_unix=*/false);
     ASSERT_TRUE(d.ok()) << d.Log();

@@ -110,6 +110,16 @@ class Daemon {
   const std::string& unix_target() const { return unix_; }
   int metrics_port() const { return metrics_port_; }
   pid_t pid() const { return pid_; }
+  const std::string& dir() const { return dir_; }
+  // Values of the ready file's lines of `kind` ("grpc", "grpc_tls", ...).
+  std::vector<std::string> Ready(const std::string& kind) const {
+    std::ifstream f(ready_);
+    std::vector<std::string> out;
+    std::string k, v;
+    while (f >> k >> v)
+      if (k == kind) out.push_back(v);
+    return out;
+  }
   std::string Log() const {
     std::ifstream f(log_);
     std::stringstream ss;

@@ -1,0 +1,33 @@
+// How a client proves who it is to kerneld (docs/security.md): TLS (a CA
+// to verify the daemon; a certificate and key for mutual TLS) and a bearer
+// token, sent as "authorization: Bearer TOKEN" on every call.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+namespace kerneld::client {
+
+struct ClientSecurity {
+  // PEM files. Any of them set: the channel uses TLS; an empty tls_ca then
+  // verifies the daemon against the system's roots.
+  std::string tls_ca, tls_cert, tls_key;
+  std::string token;  // bearer token; "" sends none
+  bool tls() const { return !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty(); }
+};
+
+// A channel to `target` with `sec` applied. On an unreadable or half-given
+// file, *error says which (the channel is then null).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const grpc::ChannelArguments& args,
+                                           const ClientSecurity& sec, std::string* error);
+
+// kernelctl's flags --tls_ca/--tls_cert/--tls_key/--token, then
+// $KERNELD_TOKEN, become the security every channel kernelctl opens uses
+// (perf and replay open channels of their own).
+void SetDefaultSecurity(const ClientSecurity& sec);
+const ClientSecurity& DefaultSecurity();
+
+}  // namespace kerneld::client

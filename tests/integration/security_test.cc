@@ -1,0 +1,528 @@
+// Identity and isolation through the real daemon (docs/security.md): TLS and
+// mutual TLS with certificates made here by openssl, bearer tokens and their
+// reload, two principals that cannot see each other's buffers, quotas, and a
+// root daemon that will not open for another uid what that uid could not.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <future>
+
+#include "buffers.h"
+#include "daemon_fixture.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+
+namespace kerneld::testing {
+namespace {
+
+using client::ClientSecurity;
+using client::KernelClient;
+using client::SharedMemoryBuffer;
+
+// Test certificates, made once per run and removed at exit: a CA and the
+// daemon's certificate (127.0.0.1, localhost), a client "alice" of that CA,
+// and a second CA with a client "mallory" of its own.
+class Certs : public ::testing::Environment {
+ public:
+  static std::string dir;
+  static std::string error;
+  void SetUp() override {
+    char tmpl[] = "/tmp/kerneld-certs-XXXXXX";
+    dir = mkdtemp(tmpl);
+    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const std::string script =
+        "set -e; cd " + dir + ";" + "openssl req -x509 " + ec +
+        " -keyout ca.key -out ca.pem -days 2 -subj /CN=kerneld-test-ca;" + "openssl req -x509 " +
+        ec + " -keyout ca2.key -out ca2.pem -days 2 -subj /CN=other-ca;" +
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n' > "
+        "server.ext;" +
+        "printf 'extendedKeyUsage=clientAuth\\n' > client.ext;" + "openssl req " + ec +
+        " -keyout server.key -out server.csr -subj /CN=localhost;" +
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
+        "-days 2 "
+        "-extfile server.ext;" +
+        "openssl req " + ec + " -keyout alice.key -out alice.csr -subj /O=team-a/CN=alice;" +
+        "openssl x509 -req -in alice.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out alice.pem "
+        "-days 2 "
+        "-extfile client.ext;" +
+        "openssl req " + ec + " -keyout mallory.key -out mallory.csr -subj /CN=mallory;" +
+        "openssl x509 -req -in mallory.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -out "
+        "mallory.pem "
+        "-days 2 -extfile client.ext;";
+    std::string out;
+    if (RunCapture(script, &out) != 0) error = "openssl failed: " + out;
+  }
+  void TearDown() override {
+    if (!dir.empty() && std::system(("rm -rf " + dir).c_str()) != 0) std::perror("rm");
+  }
+  static std::string Path(const std::string& f) { return dir + "/" + f; }
+};
+std::string Certs::dir;
+std::string Certs::error;
+const auto* const kCerts = ::testing::AddGlobalTestEnvironment(new Certs);
+
+#define REQUIRE_CERTS() \
+  if (!Certs::error.empty()) GTEST_FAIL() << Certs::error
+
+ClientSecurity Tls(const std::string& ca, const std::string& who = "",
+                   const std::string& token = "") {
+  ClientSecurity s;
+  s.tls_ca = Certs::Path(ca);
+  if (!who.empty()) {
+    s.tls_cert = Certs::Path(who + ".pem");
+    s.tls_key = Certs::Path(who + ".key");
+  }
+  s.token = token;
+  return s;
+}
+
+ClientSecurity Token(const std::string& token) {
+  ClientSecurity s;
+  s.token = token;
+  return s;
+}
+
+std::unique_ptr<KernelClient> Connect(const std::string& target, const ClientSecurity& sec) {
+  return std::make_unique<KernelClient>(target,
+                                        client::ClientOptions(256, std::chrono::seconds(10), sec));
+}
+
+grpc::StatusCode ListCode(KernelClient& c, std::string* msg = nullptr) {
+  v1::ListKernelsResponse r;
+  grpc::Status st = c.ListKernels(&r);
+  if (msg) *msg = st.error_message();
+  return st.error_code();
+}
+
+const std::string kAlice = "alice-token-0123456789abcdef";
+const std::string kBob = "bob-token-0123456789abcdef";
+const std::string kOps = "ops-token-0123456789abcdef";
+
+std::string WriteTokens(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/tokens";
+  std::ofstream(path + ".tmp") << text;
+  std::rename((path + ".tmp").c_str(), path.c_str());
+  return path;
+}
+
+// A token file outside the fixture's directory (the daemon needs it at
+// start); removed with the certificates.
+std::string TokenFile(const std::string& text) {
+  static int n = 0;
+  const std::string dir = Certs::dir + "/tok" + std::to_string(n++);
+  mkdir(dir.c_str(), 0700);
+  return WriteTokens(dir, text);
+}
+
+std::vector<v1::BufferInfo> List(KernelClient& c, bool all, grpc::Status* st) {
+  auto stub = v1::BufferService::NewStub(c.channel());
+  grpc::ClientContext ctx;
+  v1::ListBuffersRequest req;
+  req.set_all_principals(all);
+  v1::ListBuffersResponse resp;
+  *st = stub->ListBuffers(&ctx, req, &resp);
+  return {resp.buffers().begin(), resp.buffers().end()};
+}
+
+std::vector<std::string> Ids(const std::vector<v1::BufferInfo>& bs) {
+  std::vector<std::string> out;
+  for (const auto& b : bs) out.push_back(b.buffer_id());
+  return out;
+}
+
+grpc::Status ScaleIn(KernelClient& c, const std::string& buffer_id) {
+  v1::ExecuteRequest req;
+  req.set_op("scale");
+  v1::Tensor& x = (*req.mutable_inputs())["x"];
+  x.set_dtype(v1::DTYPE_FLOAT32);
+  x.add_shape(4);
+  x.mutable_buffer()->set_buffer_id(buffer_id);
+  (*req.mutable_attrs())["factor"].set_f(1.0);
+  v1::ExecuteResponse resp;
+  return c.Execute(req, &resp);
+}
+
+grpc::Status Call(KernelClient& c, const std::string& rpc, const std::string& id) {
+  auto stub = v1::BufferService::NewStub(c.channel());
+  grpc::ClientContext ctx;
+  if (rpc == "renew") {
+    v1::RenewLeaseRequest req;
+    req.set_buffer_id(id);
+    v1::RenewLeaseResponse resp;
+    return stub->RenewLease(&ctx, req, &resp);
+  }
+  v1::UnregisterBufferRequest req;
+  req.set_buffer_id(id);
+  v1::UnregisterBufferResponse resp;
+  return stub->UnregisterBuffer(&ctx, req, &resp);
+}
+
+// ---- TLS -------------------------------------------------------------------
+
+TEST(Tls, TheDaemonIsVerifiedAgainstTheRightCaOnly) {
+  REQUIRE_CERTS();
+  Daemon d({"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem"),
+            "--tls_key=" + Certs::Path("server.key")});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  ASSERT_EQ(d.Ready("grpc_tls").size(), 1u) << d.Log();
+  const std::string tls = d.Ready("grpc_tls")[0];
+  EXPECT_EQ(ListCode(*Connect(tls, Tls("ca.pem"))), grpc::StatusCode::OK);
+  EXPECT_NE(ListCode(*Connect(tls, Tls("ca2.pem"))), grpc::StatusCode::OK);    // wrong CA
+  EXPECT_NE(ListCode(*Connect(tls, ClientSecurity{})), grpc::StatusCode::OK);  // plaintext to TLS
+  EXPECT_EQ(ListCode(d.client()), grpc::StatusCode::OK);  // --listen stays plaintext
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+TEST(Tls, MutualTlsRequiresAClientCertificateAndNamesThePrincipal) {
+  REQUIRE_CERTS();
+  Daemon d({"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem"),
+            "--tls_key=" + Certs::Path("server.key"), "--tls_client_ca=" + Certs::Path("ca.pem")});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  const std::string tls = d.Ready("grpc_tls").at(0);
+  auto alice = Connect(tls, Tls("ca.pem", "alice"));
+  EXPECT_EQ(ListCode(*alice), grpc::StatusCode::OK);
+  EXPECT_NE(ListCode(*Connect(tls, Tls("ca.pem"))), grpc::StatusCode::OK);  // no certificate
+  EXPECT_NE(ListCode(*Connect(tls, Tls("ca.pem", "mallory"))),
+            grpc::StatusCode::OK);  // another CA's
+  SharedMemoryBuffer shm(*alice, 4096);
+  ASSERT_TRUE(shm.status().ok()) << shm.status().error_message();
+  grpc::Status st;
+  auto mine = List(*alice, false, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_NE(mine[0].owner().find("CN=alice"), std::string::npos) << mine[0].owner();
+  // The plaintext, anonymous client is another principal.
+  EXPECT_TRUE(List(d.client(), false, &st).empty());
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+TEST(Listen, PlaintextBeyondLoopbackNeedsItsFlag) {
+  Daemon refused({"--listen=0.0.0.0:0"}, /*with_unix=*/false);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.Log().find("--allow_insecure_remote"), std::string::npos) << refused.Log();
+  Daemon allowed({"--listen=0.0.0.0:0", "--allow_insecure_remote"}, /*with_unix=*/false);
+  ASSERT_TRUE(allowed.ok()) << allowed.Log();
+  EXPECT_NE(allowed.Log().find("WARNING"), std::string::npos) << allowed.Log();
+  EXPECT_EQ(allowed.Terminate(), 0);
+}
+
+TEST(Listen, BadSecurityFilesStopStartUpWithTheFlagNamed) {
+  REQUIRE_CERTS();
+  struct Case {
+    std::vector<std::string> flags;
+    std::string expect;
+  } cases[] = {
+      {{"--tls_listen=127.0.0.1:0", "--tls_cert=/nonexistent.pem",
+        "--tls_key=" + Certs::Path("server.key")},
+       "cannot read --tls_cert"},
+      {{"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem"),
+        "--tls_key=" + Certs::Path("ca.pem")},
+       "--tls_key"},
+      {{"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem")},
+       "needs --tls_cert and --tls_key"},
+      {{"--auth_tokens=/nonexistent/tokens"}, "cannot open --auth_tokens"},
+      {{"--auth_tokens=" + TokenFile("short alice user\n")}, "line 1: the token must be"},
+  };
+  for (const auto& c : cases) {
+    Daemon d(c.flags, /*with_unix=*/false);
+    EXPECT_FALSE(d.ok()) << c.expect;
+    EXPECT_NE(d.Log().find(c.expect), std::string::npos) << d.Log();
+  }
+}
+
+// ---- Tokens ----------------------------------------------------------------
+
+TEST(Tokens, RightWrongMissingAndRoles) {
+  REQUIRE_CERTS();
+  const std::string file = TokenFile(kAlice + " alice user\n" + kOps + " ops admin\n");
+  Daemon d({"--auth_tokens=" + file});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  std::string msg;
+  EXPECT_EQ(ListCode(d.client(), &msg), grpc::StatusCode::UNAUTHENTICATED);  // missing
+  EXPECT_NE(msg.find("Bearer"), std::string::npos) << msg;
+  v1::ExecuteResponse resp;
+  EXPECT_EQ(d.client().Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  auto stream = d.client().OpenStream();
+  stream->Send(ScaleRequest(DType::kFloat32, {4}, 2.0));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ListCode(*Connect(d.target(), Token("not-a-token-0123456789")), &msg),
+            grpc::StatusCode::UNAUTHENTICATED);  // wrong
+  EXPECT_NE(msg.find("unknown bearer token"), std::string::npos) << msg;
+
+  // Health and reflection stay open, for probes.
+  EXPECT_TRUE(d.Serving());
+  auto refl = grpc::reflection::v1alpha::ServerReflection::NewStub(d.client().channel());
+  grpc::ClientContext rctx;
+  auto rs = refl->ServerReflectionInfo(&rctx);
+  grpc::reflection::v1alpha::ServerReflectionRequest rq;
+  rq.set_list_services("*");
+  ASSERT_TRUE(rs->Write(rq));
+  rs->WritesDone();
+  grpc::reflection::v1alpha::ServerReflectionResponse rr;
+  EXPECT_TRUE(rs->Read(&rr));
+  EXPECT_TRUE(rs->Finish().ok());
+
+  auto alice = Connect(d.target(), Token(kAlice));
+  auto ops = Connect(d.target(), Token(kOps));
+  EXPECT_EQ(ListCode(*alice), grpc::StatusCode::OK);  // right
+  EXPECT_TRUE(alice->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).ok());
+  grpc::Status st;
+  List(*alice, /*all=*/true, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  EXPECT_NE(st.error_message().find("admin"), std::string::npos) << st.error_message();
+  List(*ops, /*all=*/true, &st);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  // A unix-socket peer needs no token: its uid is its principal.
+  auto local = Connect(d.unix_target(), ClientSecurity{});
+  EXPECT_EQ(ListCode(*local), grpc::StatusCode::OK);
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+TEST(Tokens, SighupRereadsTheFileAndKeepsItOnAMistake) {
+  REQUIRE_CERTS();
+  const std::string file = TokenFile(kAlice + " alice user\n");
+  const std::string dir = file.substr(0, file.rfind('/'));
+  Daemon d({"--auth_tokens=" + file});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto alice = Connect(d.target(), Token(kAlice));
+  auto bob = Connect(d.target(), Token(kBob));
+  EXPECT_EQ(ListCode(*alice), grpc::StatusCode::OK);
+  EXPECT_EQ(ListCode(*bob), grpc::StatusCode::UNAUTHENTICATED);
+  WriteTokens(dir, kBob + " bob user\n");  // alice revoked, bob added
+  kill(d.pid(), SIGHUP);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ListCode(*bob) != grpc::StatusCode::OK && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ListCode(*bob), grpc::StatusCode::OK);
+  EXPECT_EQ(ListCode(*alice), grpc::StatusCode::UNAUTHENTICATED);
+  WriteTokens(dir, kBob + " bob superuser\n");  // a mistake: bob stays
+  kill(d.pid(), SIGHUP);
+  while (d.Log().find("previous tokens stay") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_NE(d.Log().find("role 'superuser'"), std::string::npos) << d.Log();
+  EXPECT_EQ(ListCode(*bob), grpc::StatusCode::OK);
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+TEST(Kernelctl, TokenFromTheFlagOrTheEnvironmentAndTls) {
+  REQUIRE_CERTS();
+  const std::string file = TokenFile(kAlice + " alice user\n");
+  Daemon d({"--auth_tokens=" + file, "--tls_listen=127.0.0.1:0",
+            "--tls_cert=" + Certs::Path("server.pem"), "--tls_key=" + Certs::Path("server.key")});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  const std::string ctl = std::string(KERNELCTL_BINARY) + " --target ";
+  std::string out;
+  EXPECT_EQ(RunCapture("env -u KERNELD_TOKEN " + ctl + d.target() + " list", &out), 1) << out;
+  EXPECT_NE(out.find("no credentials"), std::string::npos) << out;
+  EXPECT_EQ(RunCapture(ctl + d.target() + " --token " + kAlice + " list", &out), 0) << out;
+  EXPECT_EQ(RunCapture("KERNELD_TOKEN=" + kAlice + " " + ctl + d.target() + " buffers list", &out),
+            0)
+      << out;
+  const std::string tls = d.Ready("grpc_tls").at(0);
+  EXPECT_EQ(RunCapture("KERNELD_TOKEN=" + kAlice + " " + ctl + tls + " --tls_ca " +
+                           Certs::Path("ca.pem") + " info",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(RunCapture(ctl + tls + " --tls_ca /nonexistent.pem info", &out), 2) << out;
+  EXPECT_NE(out.find("cannot read --tls_ca"), std::string::npos) << out;
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+// ---- Isolation ---------------------------------------------------------------
+
+TEST(Isolation, APrincipalSeesUsesRenewsAndUnregistersOnlyItsOwn) {
+  REQUIRE_CERTS();
+  const std::string file =
+      TokenFile(kAlice + " alice user\n" + kBob + " bob user\n" + kOps + " ops admin\n");
+  Daemon d({"--auth_tokens=" + file});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto alice = Connect(d.target(), Token(kAlice));
+  auto bob = Connect(d.target(), Token(kBob));
+  auto ops = Connect(d.target(), Token(kOps));
+  SharedMemoryBuffer a(*alice, 4096), b(*bob, 4096);
+  ASSERT_TRUE(a.status().ok()) << a.status().error_message();
+  ASSERT_TRUE(b.status().ok()) << b.status().error_message();
+  grpc::Status st;
+  EXPECT_EQ(Ids(List(*alice, false, &st)), std::vector<std::string>{a.id()});
+  EXPECT_EQ(Ids(List(*bob, false, &st)), std::vector<std::string>{b.id()});
+  EXPECT_EQ(List(*ops, true, &st).size(), 2u);
+  EXPECT_TRUE(List(*ops, false, &st).empty());  // an admin's own list is its own
+
+  // Alice's id answers bob exactly as an unknown id does.
+  auto same_as_unknown = [&](const grpc::Status& got, const grpc::Status& unknown,
+                             const std::string& what) {
+    EXPECT_EQ(got.error_code(), grpc::StatusCode::NOT_FOUND) << what << ": " << got.error_message();
+    std::string m = got.error_message();
+    m.replace(m.find(a.id()), a.id().size(), "ID");
+    std::string u = unknown.error_message();
+    u.replace(u.find("buf-999-00000000"), std::strlen("buf-999-00000000"), "ID");
+    EXPECT_EQ(m, u) << what;
+  };
+  same_as_unknown(ScaleIn(*bob, a.id()), ScaleIn(*bob, "buf-999-00000000"), "use");
+  same_as_unknown(Call(*bob, "renew", a.id()), Call(*bob, "renew", "buf-999-00000000"), "renew");
+  same_as_unknown(Call(*bob, "unregister", a.id()), Call(*bob, "unregister", "buf-999-00000000"),
+                  "unregister");
+  EXPECT_TRUE(ScaleIn(*alice, a.id()).ok());  // still alice's, untouched
+  EXPECT_TRUE(Call(*alice, "renew", a.id()).ok());
+
+  // The unix socket's uid principal is a third one.
+  auto local = Connect(d.unix_target(), ClientSecurity{});
+  EXPECT_EQ(ScaleIn(*local, a.id()).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // An admin may unregister anyone's buffer.
+  EXPECT_TRUE(Call(*ops, "unregister", a.id()).ok());
+  EXPECT_EQ(ScaleIn(*alice, a.id()).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+// ---- Quotas ------------------------------------------------------------------
+
+v1::ExecuteRequest Sleep(double ms) {
+  auto req = ScaleRequest(DType::kFloat32, {1024}, 1.0);
+  req.set_op("_test_sleep");
+  req.mutable_attrs()->clear();
+  (*req.mutable_attrs())["ms"].set_f(ms);
+  req.set_backend("cpu");
+  return req;
+}
+
+TEST(Quotas, EachOneExceededSaysWhichAndTheUse) {
+  REQUIRE_CERTS();
+  const std::string file = TokenFile(kAlice + " alice user max_buffers=1\n" + kBob + " bob user\n");
+  Daemon d({"--auth_tokens=" + file, "--quota_buffers=2", "--quota_bytes=12K", "--quota_inflight=1",
+            "--enable_test_ops", "--cpu_workers=4"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto alice = Connect(d.target(), Token(kAlice));
+  auto bob = Connect(d.target(), Token(kBob));
+
+  // Number of buffers (the default, then alice's own line).
+  auto b1 = std::make_unique<SharedMemoryBuffer>(*bob, 4096);
+  SharedMemoryBuffer b2(*bob, 4096), b3(*bob, 4096);
+  ASSERT_TRUE(b1->status().ok() && b2.status().ok()) << b1->status().error_message();
+  EXPECT_EQ(b3.status().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(b3.status().error_message().find("max_buffers"), std::string::npos)
+      << b3.status().error_message();
+  EXPECT_NE(b3.status().error_message().find("holds 2 buffers"), std::string::npos)
+      << b3.status().error_message();
+  SharedMemoryBuffer a1(*alice, 4096), a2(*alice, 4096);
+  EXPECT_TRUE(a1.status().ok()) << a1.status().error_message();
+  EXPECT_EQ(a2.status().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(a2.status().error_message().find("at most 1"), std::string::npos)
+      << a2.status().error_message();
+
+  // Bytes registered: 4096 held + 10000 > 12 KiB.
+  b1.reset();
+  SharedMemoryBuffer big(*bob, 10000);
+  EXPECT_EQ(big.status().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(big.status().error_message().find("max_bytes"), std::string::npos)
+      << big.status().error_message();
+  EXPECT_NE(big.status().error_message().find("holds 4096 bytes"), std::string::npos)
+      << big.status().error_message();
+
+  // Requests in flight, per principal: bob's second waits on nothing but
+  // his quota; alice is not held back by bob's request.
+  auto slow = std::async(std::launch::async, [&] {
+    v1::ExecuteResponse r;
+    return bob->Execute(Sleep(1500), &r);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  v1::ExecuteResponse resp;
+  grpc::Status st = bob->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("max_inflight"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("1 requests in flight"), std::string::npos)
+      << st.error_message();
+  EXPECT_TRUE(alice->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).ok());
+  EXPECT_TRUE(slow.get().ok());
+  EXPECT_TRUE(bob->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).ok());  // released
+
+  // Counted without naming anyone.
+  const std::string m = d.Metrics();
+  for (const char* q : {"bytes", "buffers", "inflight"})
+    EXPECT_GE(SeriesValue(m, "kerneld_principal_quota_exceeded_total",
+                          {std::string("quota=\"") + q + "\""})
+                  .value_or(0),
+              1)
+        << q;
+  EXPECT_EQ(m.find("alice"), std::string::npos);
+  EXPECT_EQ(m.find("bob"), std::string::npos);
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+// ---- Logs and traces ---------------------------------------------------------
+
+TEST(Principal, InTheRequestLogAndTraceNeverInMetrics) {
+  REQUIRE_CERTS();
+  const std::string file = TokenFile(kAlice + " alice user\n");
+  const std::string trace = Certs::dir + "/trace.jsonl";
+  Daemon d({"--auth_tokens=" + file, "--log_level=1", "--trace_file=" + trace});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto alice = Connect(d.target(), Token(kAlice));
+  v1::ExecuteResponse resp;
+  ASSERT_TRUE(alice->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).ok());
+  EXPECT_EQ(d.Metrics().find("alice"), std::string::npos);
+  EXPECT_EQ(d.Terminate(), 0);
+  EXPECT_NE(d.Log().find("principal=alice"), std::string::npos) << d.Log();
+  std::ifstream f(trace);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_NE(ss.str().find("\"principal\":\"alice\""), std::string::npos) << ss.str();
+}
+
+// ---- No confused deputy --------------------------------------------------------
+
+// A shared-memory object owned by `uid`, mode 0600; unlinked on destruction.
+struct ShmObject {
+  ShmObject(const std::string& n, uid_t uid) : name(n) {
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ok = fd >= 0 && ftruncate(fd, 4096) == 0 && fchown(fd, uid, uid) == 0 && fchmod(fd, 0600) == 0;
+    if (fd >= 0) close(fd);
+  }
+  ~ShmObject() { shm_unlink(name.c_str()); }
+  std::string name;
+  bool ok = false;
+};
+
+TEST(ConfusedDeputy, ARootDaemonOpensOnlyWhatTheCallerCould) {
+  std::string out;
+  if (getuid() != 0 || RunCapture("command -v setpriv", &out) != 0)
+    GTEST_SKIP() << "needs root and setpriv (util-linux) to run a client as another uid; uid is "
+                 << getuid();
+  Daemon d;
+  ASSERT_TRUE(d.ok()) << d.Log();
+  // nobody must reach the socket and run kernelctl: both go where it may.
+  const std::string sock = d.unix_target().substr(5);
+  const std::string ctl = d.dir() + "/kernelctl";
+  ASSERT_EQ(RunCapture("cp " + std::string(KERNELCTL_BINARY) + " " + ctl, &out), 0) << out;
+  chmod(d.dir().c_str(), 0755);
+  chmod(sock.c_str(), 0666);
+  const std::string pid = std::to_string(getpid());
+  ShmObject root_only("/kd-root-" + pid, 0), nobodys("/kd-nobody-" + pid, 65534);
+  ASSERT_TRUE(root_only.ok && nobodys.ok);
+  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups " + ctl;
+  auto reg = [&](const std::string& who, const std::string& target, const std::string& name) {
+    return RunCapture(who + " --target " + target + " buffers register-shm " + name + " 4096",
+                      &out);
+  };
+  // The attack: nobody asks for root's 0600 object.
+  EXPECT_EQ(reg(as_nobody, d.unix_target(), root_only.name), 1) << out;
+  EXPECT_NE(out.find("PERMISSION_DENIED"), std::string::npos) << out;
+  EXPECT_NE(out.find("uid 65534"), std::string::npos) << out;
+  EXPECT_EQ(reg(as_nobody, d.target(), root_only.name), 1) << out;  // over loopback TCP too
+  EXPECT_NE(out.find("PERMISSION_DENIED"), std::string::npos) << out;
+  // Its own object, it may; and the buffer is its principal's.
+  EXPECT_EQ(reg(as_nobody, d.unix_target(), nobodys.name), 0) << out;
+  EXPECT_EQ(RunCapture(as_nobody + " --target " + d.unix_target() + " buffers list", &out), 0)
+      << out;
+  EXPECT_NE(out.find("uid:65534"), std::string::npos) << out;
+  // Root could open both itself.
+  EXPECT_EQ(reg(ctl, d.unix_target(), root_only.name), 0) << out;
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace kerneld::testing
