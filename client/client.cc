@@ -11,9 +11,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const Clie
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(o.max_message_mb * 1024 * 1024);
   args.SetMaxSendMessageSize(o.max_message_mb * 1024 * 1024);
+  if (!o.lb_policy.empty()) args.SetLoadBalancingPolicyName(o.lb_policy);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 }  // namespace
+
+std::string CheckLbPolicy(const std::string& policy) {
+  if (policy.empty() || policy == "pick_first" || policy == "round_robin") return "";
+  return "unknown load-balancing policy '" + policy + "' (pick_first or round_robin)";
+}
 
 KernelClient::KernelClient(const std::string& target, ClientOptions opts)
     : KernelClient(MakeChannel(target, opts), opts) {}

@@ -39,7 +39,10 @@ namespace {
 const char kUsage[] = R"(kernelctl: a client for kerneld
 
 usage: kernelctl [--target ADDR] COMMAND [options]
-  --target ADDR   daemon address (default $KERNELD_TARGET or 127.0.0.1:50051; unix:/path)
+  --target ADDR   daemon address (default $KERNELD_TARGET or 127.0.0.1:50051; unix:/path;
+                  dns:///host:port; ipv4:ADDR:PORT,ADDR:PORT for several)
+  --lb POLICY     pick_first (gRPC's default) or round_robin: spread requests over every
+                  address the target resolves to (default $KERNELD_LB)
 
 commands:
   info                         server version, CUDA versions, devices, backends
@@ -578,7 +581,12 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
-  KernelClient c(target, ClientOptions{256, std::chrono::milliseconds(60000)});
+  const char* lb_env = std::getenv("KERNELD_LB");
+  ClientOptions copts{256, std::chrono::milliseconds(60000)};
+  copts.lb_policy = Flag(args, "--lb", lb_env ? lb_env : "");
+  if (std::string why = CheckLbPolicy(copts.lb_policy); !why.empty())
+    return std::fprintf(stderr, "kernelctl: --lb: %s\n", why.c_str()), 2;
+  KernelClient c(target, copts);
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "info") return Info(c);
