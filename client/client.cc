@@ -12,6 +12,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const Clie
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(o.max_message_mb * 1024 * 1024);
   args.SetMaxSendMessageSize(o.max_message_mb * 1024 * 1024);
+  if (!o.lb_policy.empty()) args.SetLoadBalancingPolicyName(o.lb_policy);
   std::string error;
   auto ch = kerneld::client::MakeChannel(target, args, o.security ? *o.security : DefaultSecurity(), &error);
   if (ch) return ch;
@@ -20,6 +21,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const Clie
   return grpc::CreateChannel("unix:/nonexistent/kerneld-client-not-configured", grpc::InsecureChannelCredentials());
 }
 }  // namespace
+
+std::string CheckLbPolicy(const std::string& policy) {
+  if (policy.empty() || policy == "pick_first" || policy == "round_robin") return "";
+  return "unknown load-balancing policy '" + policy + "' (pick_first or round_robin)";
+}
 
 KernelClient::KernelClient(const std::string& target, ClientOptions opts) : opts_(opts) {
   channel_ = MakeChannel(target, opts, &init_status_);

@@ -28,7 +28,15 @@ struct ClientOptions {
   std::chrono::milliseconds default_timeout{0};  // 0: none
   // TLS and token (credentials.h); unset: DefaultSecurity().
   std::optional<ClientSecurity> security;
+  // gRPC load-balancing policy: "" (gRPC's default, pick_first), "pick_first"
+  // or "round_robin". With a target that resolves to several addresses
+  // (dns:///kerneld-headless:50051, ipv4:10.0.0.1:50051,10.0.0.2:50051)
+  // round_robin spreads requests over all of them (docs/deploy.md).
+  std::string lb_policy;
 };
+
+// "" when `policy` is one ClientOptions::lb_policy accepts, else why not.
+std::string CheckLbPolicy(const std::string& policy);
 
 // A bidirectional ExecuteStream. Send and Receive may run on two threads
 // (one each); responses arrive in completion order, matched by request_id.

@@ -39,8 +39,12 @@ namespace {
 
 const char kUsage[] = R"(kernelctl: a client for kerneld
 
-usage: kernelctl [--target ADDR] [--tls_ca F] [--tls_cert F --tls_key F] [--token T] COMMAND [options]
-  --target ADDR   daemon address (default $KERNELD_TARGET or 127.0.0.1:50051; unix:/path)
+usage: kernelctl [--target ADDR] [--lb POLICY] [--tls_ca F] [--tls_cert F --tls_key F] [--token T]
+                 COMMAND [options]
+  --target ADDR   daemon address (default $KERNELD_TARGET or 127.0.0.1:50051; unix:/path;
+                  dns:///host:port; ipv4:ADDR:PORT,ADDR:PORT for several)
+  --lb POLICY     pick_first (gRPC's default) or round_robin: spread requests over every
+                  address the target resolves to (default $KERNELD_LB)
   --tls_ca FILE   connect with TLS, verifying the daemon against this CA (PEM)
   --tls_cert FILE --tls_key FILE
                   client certificate and key for mutual TLS (PEM)
@@ -594,7 +598,12 @@ int main(int argc, char** argv) {
   const char* token_env = std::getenv("KERNELD_TOKEN");
   sec.token = Flag(args, "--token", token_env ? token_env : "");
   SetDefaultSecurity(sec);
-  KernelClient c(target, ClientOptions{256, std::chrono::milliseconds(60000)});
+  const char* lb_env = std::getenv("KERNELD_LB");
+  ClientOptions copts{256, std::chrono::milliseconds(60000)};
+  copts.lb_policy = Flag(args, "--lb", lb_env ? lb_env : "");
+  if (std::string why = CheckLbPolicy(copts.lb_policy); !why.empty())
+    return std::fprintf(stderr, "kernelctl: --lb: %s\n", why.c_str()), 2;
+  KernelClient c(target, copts);
   if (!c.init_status().ok()) return std::fprintf(stderr, "kernelctl: %s\n", c.init_status().error_message().c_str()), 2;
   std::string cmd = args[0];
   args.erase(args.begin());

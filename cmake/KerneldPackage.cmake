@@ -220,10 +220,12 @@ Try it:
 # ---- ctest: the package smoke test (a few seconds) ----------------------------
 # Installs the tree as built into a temp dir exactly as CPack stages it
 # (stripped, libraries bundled; no build step, no tarball) and runs
-# scripts/package_check on it.
+# scripts/package_check on it, kept in <build>/package-check-install: the
+# Dockerfile's install step is this command (docs/deploy.md).
 if(KERNELD_BUILD_TESTS AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
   add_test(NAME package_check
-           COMMAND "${PROJECT_SOURCE_DIR}/scripts/package_check" --install-from "${PROJECT_BINARY_DIR}")
+           COMMAND "${PROJECT_SOURCE_DIR}/scripts/package_check" --install-from "${PROJECT_BINARY_DIR}"
+                   --keep "${PROJECT_BINARY_DIR}/package-check-install")
   set_tests_properties(package_check PROPERTIES LABELS package TIMEOUT 120 RUN_SERIAL TRUE)
 endif()
 

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""kerneld's kernels beside their peers, from one run on the GPU host.
+
+Runs kernel_bench (CUDA events, L2 read-flushed between runs, median) with
+--json, then times torch eager on exactly the records kernel_bench printed
+(same shapes, dtypes and attrs, the same flush and the same median), and
+prints each kernel's time beside torch's and, when kernel_bench was built
+with FlashInfer's headers (bench/fetch_flashinfer, -DKERNELD_FLASHINFER_INCLUDE),
+FlashInfer's, with the ratios peer / kerneld (> 1: kerneld is faster).
+
+    bench/peers.py --kernel-bench build/bench/kernel_bench [--ops a,b] [--shapes decode,mid]
+                   [--json peers.json]
+
+Needs python3 with torch (CUDA) and a GPU; kernel_bench's own options after
+`--` go to it unchanged.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def torch_fn(torch, rec):
+    """A zero-argument callable running rec's op in torch eager, or None."""
+    F = torch.nn.functional
+    dt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[rec["dtype"]]
+    dev = torch.device("cuda")
+    ins = rec["inputs"]
+    attrs = rec.get("attrs", {})
+
+    def t(name, dtype=dt):
+        return torch.randn(*ins[name], dtype=dtype, device=dev)
+
+    op = rec["op"]
+    if op == "scale":
+        x, f = t("x"), float(attrs.get("factor", 2.0))
+        return lambda: x * f
+    if op == "add":
+        a, b = t("a"), t("b")
+        return lambda: a + b
+    if op == "rmsnorm":
+        x, w = t("x"), t("weight")
+        eps = float(attrs.get("eps", 1e-6))
+        return lambda: F.rms_norm(x, (x.shape[-1],), w, eps)
+    if op == "fused_add_rmsnorm":
+        # torch has no fused op: the add and the norm, two kernels.
+        x, r, w = t("x"), t("residual"), t("weight")
+        eps = float(attrs.get("eps", 1e-6))
+        return lambda: F.rms_norm(x + r, (x.shape[-1],), w, eps)
+    if op == "layernorm":
+        x, w, b = t("x"), t("weight"), t("bias")
+        eps = float(attrs.get("eps", 1e-5))
+        return lambda: F.layer_norm(x, (x.shape[-1],), w, b, eps)
+    if op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"):
+        x = t("x")
+        d = x.shape[-1] // 2
+        act = {"silu_and_mul": F.silu, "gelu_and_mul": F.gelu,
+               "gelu_tanh_and_mul": lambda v: F.gelu(v, approximate="tanh")}[op]
+        return lambda: act(x[..., :d]) * x[..., d:]
+    if op == "softmax":
+        x = t("logits")
+        temp = float(attrs.get("temperature", 1.0))
+        return (lambda: torch.softmax(x, -1, dtype=torch.float32)) if temp == 1.0 else (
+            lambda: torch.softmax(x / temp, -1, dtype=torch.float32))
+    if op == "gemm":
+        a, b = t("a"), t("b")
+        tb = bool(attrs.get("transpose_b", False))
+        return (lambda: a @ b.t()) if tb else (lambda: a @ b)
+    return None
+
+
+def time_torch(torch, fn, reps, flush):
+    fn()
+    torch.cuda.synchronize()
+    a = torch.cuda.Event(enable_timing=True)
+    b = torch.cuda.Event(enable_timing=True)
+    ts = []
+    for _ in range(reps):
+        if flush is not None:
+            flush.sum()  # reads 2 x L2: the clean flush kernel_bench does
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000.0)
+    return statistics.median(ts)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernel-bench", default="build/bench/kernel_bench")
+    p.add_argument("--ops", default="")
+    p.add_argument("--shapes", default="")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--json", default="")
+    p.add_argument("rest", nargs="*", help="after --: more kernel_bench options")
+    a = p.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "kb.json")
+        cmd = [a.kernel_bench, "--flush-l2-clean", "--reps", str(a.reps), "--json", out]
+        if a.ops:
+            cmd += ["--ops", a.ops]
+        if a.shapes:
+            cmd += ["--shapes", a.shapes]
+        cmd += a.rest
+        print("+", " ".join(cmd), file=sys.stderr)
+        subprocess.run(cmd, check=True, stdout=sys.stderr)
+        with open(out) as f:
+            records = json.load(f)
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    flush = None
+    if torch is not None and torch.cuda.is_available():
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        flush = torch.ones(l2, dtype=torch.float16, device="cuda")  # 2 x L2 bytes
+    else:
+        print("peers: no torch with CUDA; only FlashInfer's column (if built)", file=sys.stderr)
+        torch = None
+
+    rows = []
+    for rec in records:
+        row = dict(rec)
+        if torch is not None:
+            fn = torch_fn(torch, rec)
+            if fn is not None:
+                row["torch_us"] = time_torch(torch, fn, a.reps, flush)
+                del fn
+                torch.cuda.empty_cache()
+        rows.append(row)
+
+    hdr = f"{'op':<20} {'shape':<8} {'dtype':<9} {'dims':<18} {'kerneld us':>10} {'x copy':>7} {'torch us':>9} {'torch/k':>8} {'flashinfer us':>13} {'fi/k':>6}"
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        k = r["us"]
+        tu = r.get("torch_us")
+        fu = r.get("flashinfer_us")
+        dims = "x".join(str(d) for d in r["inputs"][next(iter(r["inputs"]))])
+        print(f"{r['op']:<20} {r['shape']:<8} {r['dtype']:<9} {dims:<18} {k:>10.2f} "
+              f"{(r['copy_us'] / k if r.get('copy_us') else float('nan')):>7.2f} "
+              f"{(tu if tu is not None else float('nan')):>9.2f} {(tu / k if tu else float('nan')):>8.2f} "
+              f"{(fu if fu is not None else float('nan')):>13.2f} {(fu / k if fu else float('nan')):>6.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
