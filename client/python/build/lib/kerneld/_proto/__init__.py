@@ -1,0 +1,1 @@
+# Generated from proto/ at build time (client/python/setup.py).

@@ -1,0 +1,24 @@
+"""kerneld: call kerneld's kernels on numpy arrays, torch tensors and cupy arrays.
+
+    import kerneld
+    c = kerneld.Client("127.0.0.1:50051")
+    y = c.scale(x, factor=2.0)          # every op is a method; c.ops() lists them
+
+docs/python.md has the rules (streams, ownership, errors).
+"""
+from ._errors import (KerneldError, InvalidArgument, NotFound, FailedPrecondition,
+                      ResourceExhausted, Unavailable, DeadlineExceeded, PermissionDenied,
+                      Unauthenticated, Cancelled, Internal)
+from ._client import Client, Stream, Handle
+
+__version__ = "0.1.0"
+__all__ = ["Client", "Stream", "Handle", "KerneldError", "InvalidArgument", "NotFound",
+           "FailedPrecondition", "ResourceExhausted", "Unavailable", "DeadlineExceeded",
+           "PermissionDenied", "Unauthenticated", "Cancelled", "Internal", "aio"]
+
+
+def __getattr__(name):
+    if name == "aio":
+        from . import aio
+        return aio
+    raise AttributeError(name)
