@@ -42,7 +42,7 @@ def numpy_dtype(dt):
 
 
 def _from_numpy_dtype(d):
-    if d.name in BY_NAME and d.kind != "V":
+    if d.name in BY_NAME and (d.kind != "V" or d.name == "bfloat16"):
         return BY_NAME[d.name]
     return None
 

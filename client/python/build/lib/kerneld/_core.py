@@ -256,17 +256,13 @@ class Prepared:
                 tuple(sorted((k, str(v)) for k, v in req.attrs.items())))
 
     def _plan_in_place(self, req, o, a, slot):
+        # Never declared: the daemon writes it where the input is (a buffer,
+        # or the inline response for an inline input).
         if a is None:
             return
-        t = req.outputs[o]
-        if a.kind == "buffer":
-            _set_ref(t, a.dtype, a.shape, a.buffer_id, a.offset)
-        elif a.kind == "cuda":
-            _set_ref(t, a.dtype, a.shape, *self.client._ipc().resolve(a))
-        elif slot is not None:
-            _set_ref(t, a.dtype, a.shape, self.seg.buffer_id, slot)
+        if a.kind == "host" and slot is not None:
             self._after.append(lambda r, a=a, s=slot: np.copyto(a.flat, self.seg.buf[s:s + a.nbytes]))
-        else:
+        elif a.kind == "host":
             self._after.append(lambda r, a=a, o=o: self._copy_inline(r, o, a))
         self._results.append((o, lambda r, a=a: a.obj))
 
