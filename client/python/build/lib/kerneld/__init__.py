@@ -10,15 +10,10 @@ from ._errors import (KerneldError, InvalidArgument, NotFound, FailedPreconditio
                       ResourceExhausted, Unavailable, DeadlineExceeded, PermissionDenied,
                       Unauthenticated, Cancelled, Internal)
 from ._client import Client, Stream, Handle
+from . import aio
 
 __version__ = "0.1.0"
 __all__ = ["Client", "Stream", "Handle", "KerneldError", "InvalidArgument", "NotFound",
            "FailedPrecondition", "ResourceExhausted", "Unavailable", "DeadlineExceeded",
            "PermissionDenied", "Unauthenticated", "Cancelled", "Internal", "aio"]
 
-
-def __getattr__(name):
-    if name == "aio":
-        from . import aio
-        return aio
-    raise AttributeError(name)

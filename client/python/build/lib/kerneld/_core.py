@@ -238,6 +238,10 @@ class Prepared:
             outs = {n: v for n, v in zip(schema.outputs, out) if v is not None}
         else:
             free = [o for o in schema.outputs if o not in schema.in_place_of]
+            if not free:
+                o = schema.outputs[0]
+                raise ValueError("%s: output '%s' is written in place of input '%s'; out= does "
+                                 "not apply to it" % (op, o, schema.in_place_of[o]))
             if len(free) != 1:
                 raise ValueError("%s: out= takes a tuple or dict here (outputs %s)" %
                                  (op, ", ".join(schema.outputs)))
