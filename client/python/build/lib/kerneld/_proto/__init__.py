@@ -1,1 +1,0 @@
-# Generated from proto/ at build time (client/python/setup.py).
