@@ -135,8 +135,15 @@ class Prepared:
                 inferred.setdefault(o, sd)
             self._learn = key
 
+        # GPU tensors: register their allocations (once; cached), then allocate
+        # the outputs we must on the primary input's device.
+        ipc = None
+        refs = {}
         cuda_args = [a for a in ins.values() if a.kind == "cuda"]
         cuda_args += [a for a in out_args.values() if a.kind == "cuda"]
+        for a in cuda_args:
+            ipc = ipc or c._ipc()
+            refs[id(a)] = ipc.resolve(a)
         alloc_outs = {}
         if schema is not None and cuda_kind:
             for o in schema.outputs:
@@ -145,19 +152,20 @@ class Prepared:
                 shape, dt = inferred[o]
                 obj = empty_like_kind(primary, shape, dt)
                 a = to_arg(op, o, obj)
+                ipc = ipc or c._ipc()
+                refs[id(a)] = ipc.resolve(a)
                 alloc_outs[o] = a
                 cuda_args.append(a)
 
-        # The producing streams finish before the daemon reads (or writes) the memory.
+        # The producing streams finish before the daemon reads (or writes) the
+        # memory: once per framework and device. Registered handles too.
         seen = set()
-        for a in cuda_args:
-            k = (a.framework, a.device if a.device is not None else id(a))
+        for a in cuda_args + [x.handle._arg for x in list(ins.values()) + list(out_args.values())
+                              if x.kind == "buffer" and x.base_kind == "cuda"]:
+            k = (a.framework, a.device)
             if k not in seen:
                 seen.add(k)
                 a.synchronize()
-        refs = {}
-        for a in cuda_args:
-            refs[id(a)] = c._ipc().resolve(a)
 
         # Host tensors through shared memory: one segment per call.
         host_in = [(n, a) for n, a in ins.items() if a.kind == "host"]

@@ -188,8 +188,10 @@ def _torch_arg(where, name, x):
 
         def sync():
             _torch().cuda.current_stream(dev).synchronize()
-        return CudaArg(name, x, x.data_ptr(), x.numel() * x.element_size(), dt, x.shape,
-                       "torch", sync)
+        a = CudaArg(name, x, x.data_ptr(), x.numel() * x.element_size(), dt, x.shape,
+                    "torch", sync)
+        a.device = dev.index if dev.index is not None else _torch().cuda.current_device()
+        return a
     if x.device.type != "cpu":
         raise ValueError("%s: '%s' is on torch device %s; kerneld takes cpu and cuda tensors"
                          % (where, name, x.device))
@@ -214,7 +216,9 @@ def _cupy_arg(where, name, a):
         cp = _cupy()
         with cp.cuda.Device(dev_id):
             cp.cuda.get_current_stream().synchronize()
-    return CudaArg(name, a, int(a.data.ptr), int(a.nbytes), dt, a.shape, "cupy", sync)
+    arg = CudaArg(name, a, int(a.data.ptr), int(a.nbytes), dt, a.shape, "cupy", sync)
+    arg.device = dev_id
+    return arg
 
 
 _TYPESTR = {"<f2": pb.DTYPE_FLOAT16, "<f4": pb.DTYPE_FLOAT32, "<f8": pb.DTYPE_FLOAT64,
