@@ -94,7 +94,7 @@ class Prepared:
                                 device=opts.get("device") or "", request_id=request_id)
         for k, v in attrs.items():
             try:
-                req.attrs[k].CopyFrom(attr_value(v))
+                attr_value(v, req.attrs[k])
             except ValueError as e:
                 raise ValueError("%s: %s" % (op, e))
 

@@ -28,10 +28,12 @@ def _parse_dims(rule):
     return dims, rest
 
 
-def attr_value(v):
-    """A Python value as an AttrValue, typed by the value (the daemon checks it against the schema)."""
-    a = pb.AttrValue()
-    if isinstance(v, (bool,)) or type(v).__name__ == "bool_":
+def attr_value(v, a=None):
+    """A Python value as an AttrValue (into `a`), typed by the value (the daemon checks it against the schema)."""
+    a = pb.AttrValue() if a is None else a
+    if type(v) is float:
+        a.f = v
+    elif isinstance(v, (bool,)) or type(v).__name__ == "bool_":
         a.b = bool(v)
     elif isinstance(v, int) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iu"):
         a.i = int(v)

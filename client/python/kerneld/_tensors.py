@@ -41,10 +41,17 @@ def numpy_dtype(dt):
     return np.dtype(NAMES[dt])
 
 
+_NP_CACHE = {}
+
+
 def _from_numpy_dtype(d):
-    if d.name in BY_NAME and (d.kind != "V" or d.name == "bfloat16"):
-        return BY_NAME[d.name]
-    return None
+    try:
+        return _NP_CACHE[d]
+    except KeyError:
+        pass
+    r = BY_NAME[d.name] if d.name in BY_NAME and (d.kind != "V" or d.name == "bfloat16") else None
+    _NP_CACHE[d] = r
+    return r
 
 
 def _shape_str(shape):
