@@ -63,6 +63,9 @@ def main():
     ts = timed(lambda: c.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
     k50, k99, kcmd = kernelctl(a.kernelctl, a.target, "inline", "cpu", a.repeat)
     rows.append(("cpu, inline (numpy)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+    with c.stream() as s:  # the same call, one at a time, on one ExecuteStream
+        ts = timed(lambda: s.submit("scale", x, factor=2.0, out=y, backend="cpu").result(), a.repeat)
+    rows.append(("cpu, inline, c.stream() one by one", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
     ts = timed(lambda: c.scale(x, factor=2.0, out=y, backend="cpu", via="shm"), a.repeat)
     k50, k99, kcmd = kernelctl(a.kernelctl, a.target, "shm", "cpu", a.repeat)
     rows.append(("cpu, shm (numpy)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
@@ -100,6 +103,9 @@ def main():
         ts = timed(lambda: c.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
         k50, k99, kcmd = kernelctl(a.kernelctl, a.target, "ipc", "cuda", a.repeat)
         rows.append(("cuda, IPC (torch, out=)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+        with c.stream() as s:
+            ts = timed(lambda: s.submit("scale", xt, factor=2.0, out=yt, backend="cuda").result(), a.repeat)
+        rows.append(("cuda, IPC, c.stream() one by one", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
         ts = timed(lambda: c.scale(xt, factor=2.0, backend="cuda"), a.repeat)
         rows.append(("cuda, IPC (torch, output allocated)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
         ts = timed(lambda: c.scale(x, factor=2.0, out=y, backend="cuda"), a.repeat)

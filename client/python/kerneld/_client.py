@@ -54,8 +54,12 @@ def _msg_dict(m):
 
 def _methods(channel):
     def uu(path, req, resp):
-        return channel.unary_unary(path, request_serializer=req.SerializeToString,
-                                   response_deserializer=resp.FromString)
+        try:  # grpcio >= 1.62: a registered method skips a per-call lookup
+            return channel.unary_unary(path, request_serializer=req.SerializeToString,
+                                       response_deserializer=resp.FromString, _registered_method=True)
+        except TypeError:
+            return channel.unary_unary(path, request_serializer=req.SerializeToString,
+                                       response_deserializer=resp.FromString)
     return {
         "Execute": uu(_KS + "Execute", pb.ExecuteRequest, pb.ExecuteResponse),
         "ExecuteStream": channel.stream_stream(_KS + "ExecuteStream",
