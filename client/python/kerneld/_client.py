@@ -1,5 +1,4 @@
 """kerneld.Client: the synchronous client."""
-import atexit
 import concurrent.futures
 import functools
 import itertools
@@ -102,7 +101,7 @@ class Handle:
         if self.closed:
             return
         self.closed = True
-        self._client._release_handle(self)
+        self._client.release_handle(self)
 
     def __enter__(self):
         return self
@@ -113,6 +112,139 @@ class Handle:
     def __repr__(self):
         return "<kerneld.Handle %s %s %s at %s+%d>" % (
             NAMES.get(self._arg.dtype), list(self._arg.shape), self._arg.kind, self.buffer_id, self.offset)
+
+
+class _Buffers:
+    """A client's buffers and the synchronous channel their RPCs use.
+
+    It holds no reference to the client, so weakref.finalize can release
+    everything when the client is collected or at interpreter exit:
+    unregister, unlink the shared memory, stop the lease renewer.
+    """
+
+    def __init__(self, target, creds, opts, metadata, timeout, lease_seconds):
+        self.target, self.creds, self.opts = target, creds, opts
+        self.metadata, self.timeout, self.lease_seconds = metadata, timeout, lease_seconds
+        self.channel = None
+        self.m = None
+        self.ipc_reg = None
+        self.pool_ = None
+        self.handles = set()
+        self.lock = threading.Lock()
+        self.renewer = None
+        self.closed = False
+
+    def methods(self):
+        if self.m is None:
+            with self.lock:
+                if self.m is None:
+                    self.channel = _channel.make_channel(self.target, self.creds, self.opts)
+                    self.m = _methods(self.channel)
+        return self.m
+
+    def rpc(self, name, req, timeout=None):
+        try:
+            return self.methods()[name](req, timeout=timeout if timeout is not None else self.timeout,
+                                        metadata=self.metadata)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def ipc(self):
+        if self.ipc_reg is None:
+            with self.lock:
+                if self.ipc_reg is None:
+                    self.ipc_reg = IpcRegistry(self.register_ipc, self.unregister)
+            self.start_renewer()
+        return self.ipc_reg
+
+    def pool(self):
+        if self.pool_ is None:
+            with self.lock:
+                if self.pool_ is None:
+                    self.pool_ = ShmPool(self.register_shm, self.unregister)
+            self.start_renewer()
+        return self.pool_
+
+    def register_ipc(self, handle, uuid, size, name):
+        return self.rpc("RegisterCudaIpcBuffer", pb.RegisterCudaIpcBufferRequest(
+            ipc_handle=handle, device_uuid=uuid, byte_size=size, name=name,
+            lease_seconds=self.lease_seconds)).buffer_id
+
+    def register_shm(self, seg):
+        return self.rpc("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
+            shm_name=seg.name, offset=0, byte_size=seg.size,
+            name="python pid %d" % os.getpid(), lease_seconds=self.lease_seconds)).buffer_id
+
+    def unregister(self, buffer_id):
+        # Bounded: at exit a daemon that went away must not hang the interpreter.
+        return self.rpc("UnregisterBuffer", pb.UnregisterBufferRequest(buffer_id=buffer_id),
+                        timeout=5).deferred
+
+    def buffer_ids(self):
+        ids = []
+        if self.ipc_reg is not None:
+            ids += self.ipc_reg.buffer_ids()
+        if self.pool_ is not None:
+            ids += [s.buffer_id for s in self.pool_.segments()]
+        with self.lock:
+            ids += [h.buffer_id for h in self.handles]
+        return ids
+
+    def start_renewer(self):
+        if self.lease_seconds <= 0:
+            return
+        with self.lock:
+            if self.renewer is not None:
+                return
+            stop = threading.Event()
+            self.renewer = stop
+        ref = weakref.ref(self)
+        period = max(self.lease_seconds / 3.0, 0.05)
+
+        def loop():
+            while not stop.wait(period):
+                b = ref()
+                if b is None or b.closed:
+                    return
+                for bid in b.buffer_ids():
+                    try:
+                        b.rpc("RenewLease", pb.RenewLeaseRequest(buffer_id=bid), timeout=10)
+                    except Exception:
+                        pass  # gone or daemon away: the next request says so
+                del b
+        threading.Thread(target=loop, name="kerneld-lease-renewer", daemon=True).start()
+
+    def release_handle(self, h):
+        with self.lock:
+            self.handles.discard(h)
+        if h._seg is not None:
+            try:
+                self.unregister(h.buffer_id)
+            finally:
+                h._seg.close()
+        elif self.ipc_reg is not None:
+            self.ipc_reg.release(h.buffer_id)
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        if self.renewer is not None:
+            self.renewer.set()
+        with self.lock:
+            hs, self.handles = list(self.handles), set()
+        for h in hs:
+            h.closed = True
+            try:
+                self.release_handle(h)
+            except Exception:
+                pass
+        if self.pool_ is not None:
+            self.pool_.close()
+        if self.ipc_reg is not None:
+            self.ipc_reg.close()
+        if self.channel is not None:
+            self.channel.close()
 
 
 class _Base:
@@ -131,94 +263,30 @@ class _Base:
         self._schemas = None
         self._schema_lock = threading.Lock()
         self._learned = {}
-        self._ipc_reg = None
-        self._shm_pool = None
-        self._handles = set()
-        self._lock = threading.Lock()
         self._closed = False
-        self._renewer = None
-        self._sync_channel = None
-        self._sync = None
-
-    # Buffer RPCs always go through a synchronous channel (the asyncio client
-    # opens one on the first registration).
-    def _sync_methods(self):
-        if self._sync is None:
-            with self._lock:
-                if self._sync is None:
-                    self._sync_channel = _channel.make_channel(self.target, self._creds, self._opts)
-                    self._sync = _methods(self._sync_channel)
-        return self._sync
+        self._b = _Buffers(target, self._creds, self._opts, self._metadata, timeout, self.lease_seconds)
+        # Runs on close(), when the client is collected, or at exit: whichever is first.
+        self._finalizer = weakref.finalize(self, self._b.close)
 
     def _rpc(self, name, req, timeout=None):
-        try:
-            return self._sync_methods()[name](req, timeout=timeout if timeout is not None else self.timeout,
-                                              metadata=self._metadata)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+        return self._b.rpc(name, req, timeout)
 
     def _ipc(self):
-        if self._ipc_reg is None:
-            with self._lock:
-                if self._ipc_reg is None:
-                    self._ipc_reg = IpcRegistry(self._register_ipc, self._unregister)
-                    self._start_renewer()
-        return self._ipc_reg
+        return self._b.ipc()
 
     def _pool(self):
-        if self._shm_pool is None:
-            with self._lock:
-                if self._shm_pool is None:
-                    self._shm_pool = ShmPool(self._register_shm, self._unregister)
-                    self._start_renewer()
-        return self._shm_pool
+        return self._b.pool()
 
-    def _register_ipc(self, handle, uuid, size, name):
-        r = self._rpc("RegisterCudaIpcBuffer", pb.RegisterCudaIpcBufferRequest(
-            ipc_handle=handle, device_uuid=uuid, byte_size=size, name=name,
-            lease_seconds=self.lease_seconds))
-        return r.buffer_id
+    @property
+    def _ipc_reg(self):
+        return self._b.ipc_reg
 
-    def _register_shm(self, seg):
-        r = self._rpc("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
-            shm_name=seg.name, offset=0, byte_size=seg.size,
-            name="python pid %d" % os.getpid(), lease_seconds=self.lease_seconds))
-        return r.buffer_id
-
-    def _unregister(self, buffer_id):
-        return self._rpc("UnregisterBuffer", pb.UnregisterBufferRequest(buffer_id=buffer_id)).deferred
+    @property
+    def _shm_pool(self):
+        return self._b.pool_
 
     def _buffer_ids(self):
-        ids = []
-        if self._ipc_reg is not None:
-            ids += self._ipc_reg.buffer_ids()
-        if self._shm_pool is not None:
-            ids += [s.buffer_id for s in self._shm_pool.segments()]
-        with self._lock:
-            ids += [h.buffer_id for h in self._handles]
-        return ids
-
-    def _start_renewer(self):
-        if self.lease_seconds <= 0 or self._renewer is not None:
-            return
-        stop = threading.Event()
-        ref = weakref.ref(self)
-        period = max(self.lease_seconds / 3.0, 0.05)
-
-        def loop():
-            while not stop.wait(period):
-                c = ref()
-                if c is None or c._closed:
-                    return
-                for bid in c._buffer_ids():
-                    try:
-                        c._rpc("RenewLease", pb.RenewLeaseRequest(buffer_id=bid), timeout=10)
-                    except Exception:
-                        pass  # gone or daemon away: the next request says so
-                del c
-        t = threading.Thread(target=loop, name="kerneld-lease-renewer", daemon=True)
-        self._renewer = (t, stop)
-        t.start()
+        return self._b.buffer_ids()
 
     # ---- schemas ----
     def _set_schemas(self, resp):
@@ -235,59 +303,32 @@ class _Base:
         if arg.kind == "cuda":
             arg.synchronize()
             bid, off = self._ipc().resolve(arg, pinned=True)
-            h = Handle(self, obj, arg, bid, off)
+            h = Handle(self._b, obj, arg, bid, off)
         else:
             seg = Segment(max(align(arg.nbytes), 64))
             try:
-                seg.buffer_id = self._register_shm(seg)
+                seg.buffer_id = self._b.register_shm(seg)
             except BaseException:
                 seg.close()
                 raise
-            self._start_renewer()
+            self._b.start_renewer()
             if arg.nbytes:
                 seg.buf[:arg.nbytes] = arg.flat
             view = seg.buf[:arg.nbytes]
             if arg.framework == "torch":
-                from ._tensors import host_from_bytes
                 import torch
                 t = torch.from_numpy(view)
                 arr = t.view(obj.dtype).reshape(obj.shape) if arg.nbytes else torch.empty(obj.shape, dtype=obj.dtype)
             else:
                 arr = view.view(arg.arr.dtype).reshape(arg.shape)
             arg2 = to_arg("register", "tensor", arr)
-            h = Handle(self, arr, arg2, seg.buffer_id, 0, seg)
-        with self._lock:
-            self._handles.add(h)
+            h = Handle(self._b, arr, arg2, seg.buffer_id, 0, seg)
+        with self._b.lock:
+            self._b.handles.add(h)
         return h
 
-    def _release_handle(self, h):
-        with self._lock:
-            self._handles.discard(h)
-        if h._seg is not None:
-            try:
-                self._unregister(h.buffer_id)
-            finally:
-                h._seg.close()
-        elif self._ipc_reg is not None:
-            self._ipc_reg.release(h.buffer_id)
-
     def _close_buffers(self):
-        if self._renewer is not None:
-            self._renewer[1].set()
-        with self._lock:
-            hs, self._handles = list(self._handles), set()
-        for h in hs:
-            h.closed = True
-            try:
-                self._release_handle(h)
-            except Exception:
-                pass
-        if self._shm_pool is not None:
-            self._shm_pool.close()
-        if self._ipc_reg is not None:
-            self._ipc_reg.close()
-        if self._sync_channel is not None:
-            self._sync_channel.close()
+        self._finalizer()
 
     def _op_method(self, name, coroutine=False):
         s = self._schemas[name]
@@ -325,12 +366,6 @@ class _Base:
         return self._make_handle(obj)
 
 
-def _closer(ref):
-    c = ref()
-    if c is not None:
-        c.close()
-
-
 class Client(_Base):
     """A connection to kerneld.
 
@@ -351,11 +386,8 @@ class Client(_Base):
                  options=None, lease_seconds=60):
         self._setup(target, timeout, shm, token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
                     lb, options, lease_seconds)
-        self._channel = _channel.make_channel(target, self._creds, self._opts)
-        self._m = _methods(self._channel)
-        self._sync_channel, self._sync = None, self._m  # one channel serves all
+        self._m = self._b.methods()  # one channel serves calls and buffers
         self._ids = itertools.count(1)
-        atexit.register(_closer, weakref.ref(self))
 
     def _load_schemas(self):
         with self._schema_lock:
@@ -428,10 +460,7 @@ class Client(_Base):
         if self._closed:
             return
         self._closed = True
-        try:
-            self._close_buffers()
-        finally:
-            self._channel.close()
+        self._close_buffers()  # closes the channel too
 
     def __enter__(self):
         return self

@@ -431,3 +431,19 @@ def test_leases_are_renewed(daemon):
         b = [b for b in c.buffers() if b["buffer_id"] == h.buffer_id][0]
         assert b["lease_seconds"] == 1 and b["expires_in_ms"] > 0
     c.close()
+
+
+def test_cleanup_when_collected(daemon):
+    import gc
+    c = kerneld.Client(daemon.target, shm=True)
+    c.scale(np.ones(8, np.float32), factor=2.0)
+    c.rmsnorm  # a generated method (a reference cycle through the client)
+    names = ["/dev/shm" + s.name for s in c._shm_pool.segments()]
+    ids = set(c._buffer_ids())
+    assert names and all(os.path.exists(n) for n in names)
+    del c
+    gc.collect()
+    assert not any(os.path.exists(n) for n in names)
+    other = kerneld.Client(daemon.target)
+    assert not ids & {b["buffer_id"] for b in other.buffers(all=True)}
+    other.close()
