@@ -1,6 +1,5 @@
 """kerneld.Client: the synchronous client."""
 import concurrent.futures
-import functools
 import itertools
 import os
 import queue
@@ -8,11 +7,10 @@ import threading
 import weakref
 
 import grpc
-import numpy as np
 
 from ._proto import kerneld_pb2 as pb
 from . import _channel
-from ._core import Prepared, info_dict
+from ._core import Prepared
 from ._errors import from_rpc_error, error_for
 from ._ipc import IpcRegistry
 from ._schema import OpSchema, attr_python

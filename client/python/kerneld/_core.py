@@ -1,13 +1,12 @@
 """One call's request and the decoding of its response, shared by the sync
 client, its streams and the asyncio client."""
-import threading
 
 import numpy as np
 
 from ._proto import kerneld_pb2 as pb
 from ._schema import attr_value
 from ._shm import align
-from ._tensors import (HostArg, CudaArg, NAMES, to_arg, empty_like_kind, host_from_bytes,
+from ._tensors import (to_arg, empty_like_kind, host_from_bytes,
                        numpy_dtype, _torch, _cupy)
 from ._errors import error_for
 

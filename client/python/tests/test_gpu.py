@@ -3,7 +3,6 @@
 Run by tests/gpu_pass.sh on a GPU machine; skipped where torch sees no GPU or
 the daemon has no cuda backend.
 """
-import os
 import subprocess
 import sys
 import textwrap

@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-import kerneld
 from reference import CASES, REFS, TOL, FLOAT32_ONLY, f64, np_dtype, support
 
 SIZES = [1, 127, 4097]
