@@ -141,6 +141,9 @@ class Prepared:
         cuda_args = [a for a in ins.values() if a.kind == "cuda"]
         cuda_args += [a for a in out_args.values() if a.kind == "cuda"]
         for a in cuda_args:
+            if a.nbytes == 0:  # an empty tensor touches no memory: declared without data
+                refs[id(a)] = None
+                continue
             ipc = ipc or c._ipc()
             refs[id(a)] = ipc.resolve(a)
         alloc_outs = {}
@@ -149,6 +152,8 @@ class Prepared:
                 if o in out_args or o in schema.in_place_of or o not in inferred:
                     continue
                 shape, dt = inferred[o]
+                if 0 in shape:
+                    continue  # comes back inline (empty) and is put on the device
                 obj = empty_like_kind(primary, shape, dt)
                 a = to_arg(op, o, obj)
                 ipc = ipc or c._ipc()
@@ -161,6 +166,8 @@ class Prepared:
         seen = set()
         for a in cuda_args + [x.handle._arg for x in list(ins.values()) + list(out_args.values())
                               if x.kind == "buffer" and x.base_kind == "cuda"]:
+            if a.nbytes == 0:
+                continue
             k = (a.framework, a.device)
             if k not in seen:
                 seen.add(k)
@@ -199,7 +206,12 @@ class Prepared:
             if a.kind == "buffer":
                 _set_ref(t, a.dtype, a.shape, a.buffer_id, a.offset)
             elif a.kind == "cuda":
-                _set_ref(t, a.dtype, a.shape, *refs[id(a)])
+                if refs[id(a)] is None:
+                    t.dtype = a.dtype
+                    t.shape.extend(a.shape)
+                    t.inline_data = b""
+                else:
+                    _set_ref(t, a.dtype, a.shape, *refs[id(a)])
             elif n in slots:
                 _set_ref(t, a.dtype, a.shape, self.seg.buffer_id, slots[n])
             else:
@@ -281,6 +293,9 @@ class Prepared:
         t = req.outputs[o]
         if a.kind == "buffer":
             _set_ref(t, a.dtype, a.shape, a.buffer_id, a.offset)
+        elif a.kind == "cuda" and refs[id(a)] is None:
+            t.dtype = a.dtype
+            t.shape.extend(a.shape)
         elif a.kind == "cuda":
             _set_ref(t, a.dtype, a.shape, *refs[id(a)])
         elif slot is not None:

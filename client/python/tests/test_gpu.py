@@ -224,3 +224,10 @@ def test_two_client_processes(daemon, gclient):
     for p in ps:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0 and out.strip() == "ok", err
+
+
+def test_empty_gpu_tensors(gclient):
+    x = torch.empty(0, 16, device="cuda", dtype=torch.float16)
+    y = gclient.scale(x, factor=2.0)
+    assert isinstance(y, torch.Tensor) and y.is_cuda and y.shape == (0, 16)
+    assert gclient.scale(x, factor=2.0, out=torch.empty(0, 16, device="cuda", dtype=torch.float16)).shape == (0, 16)
