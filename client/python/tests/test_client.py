@@ -186,6 +186,18 @@ def test_token_metadata_and_unauthenticated():
         assert e.value.message == "no valid bearer token (fake server)"
         c.close()
         bad.close()
+
+        async def aio():
+            a = kerneld.aio.Client("127.0.0.1:%d" % port, token=tok)
+            assert (await a.info())["version"] == "fake"
+            await a.close()
+            b = kerneld.aio.Client("127.0.0.1:%d" % port)
+            with pytest.raises(kerneld.Unauthenticated):
+                await b.info()
+            await b.close()
+        seen.clear()
+        asyncio.run(aio())
+        assert seen["authorization"] is None  # the last call: no token, no header
     finally:
         s.stop(0)
 
