@@ -1,0 +1,548 @@
+"""kerneld.Client: the synchronous client."""
+import concurrent.futures
+import itertools
+import os
+import queue
+import threading
+import weakref
+
+import grpc
+
+from ._proto import kerneld_pb2 as pb
+from . import _channel
+from ._core import Prepared
+from ._errors import from_rpc_error, error_for
+from ._ipc import IpcRegistry
+from ._schema import OpSchema, attr_python
+from ._shm import ShmPool, Segment, align
+from ._tensors import NAMES, to_arg
+
+_KS = "/kerneld.v1.KernelService/"
+_BS = "/kerneld.v1.BufferService/"
+
+
+def _repeated(f):
+    r = getattr(f, "is_repeated", None)  # protobuf >= 5.28; .label went away in 7
+    return r if isinstance(r, bool) else f.label == 3
+
+
+def _msg_dict(m):
+    """A protobuf message as plain Python (ints stay ints, enums of dtypes become names)."""
+    out = {}
+    for f in m.DESCRIPTOR.fields:
+        v = getattr(m, f.name)
+        if f.type == f.TYPE_MESSAGE:
+            if f.message_type.GetOptions().map_entry:
+                out[f.name] = {k: _msg_dict(x) if hasattr(x, "DESCRIPTOR") else x for k, x in v.items()}
+            elif _repeated(f):
+                out[f.name] = [_msg_dict(x) for x in v]
+            elif f.message_type.name == "AttrValue":
+                out[f.name] = attr_python(v)
+            else:
+                out[f.name] = _msg_dict(v)
+        elif f.type == f.TYPE_ENUM and f.enum_type.name == "DType":
+            out[f.name] = [NAMES.get(x, x) for x in v] if _repeated(f) else NAMES.get(v, v)
+        elif _repeated(f):
+            out[f.name] = list(v)
+        else:
+            out[f.name] = v
+    return out
+
+
+def _methods(channel):
+    def uu(path, req, resp):
+        try:  # grpcio >= 1.62: a registered method skips a per-call lookup
+            return channel.unary_unary(path, request_serializer=req.SerializeToString,
+                                       response_deserializer=resp.FromString, _registered_method=True)
+        except TypeError:
+            return channel.unary_unary(path, request_serializer=req.SerializeToString,
+                                       response_deserializer=resp.FromString)
+    return {
+        "Execute": uu(_KS + "Execute", pb.ExecuteRequest, pb.ExecuteResponse),
+        "ExecuteStream": channel.stream_stream(_KS + "ExecuteStream",
+                                               request_serializer=pb.ExecuteRequest.SerializeToString,
+                                               response_deserializer=pb.ExecuteResponse.FromString),
+        "ListKernels": uu(_KS + "ListKernels", pb.ListKernelsRequest, pb.ListKernelsResponse),
+        "GetServerInfo": uu(_KS + "GetServerInfo", pb.GetServerInfoRequest, pb.GetServerInfoResponse),
+        "RegisterCudaIpcBuffer": uu(_BS + "RegisterCudaIpcBuffer", pb.RegisterCudaIpcBufferRequest,
+                                    pb.RegisterCudaIpcBufferResponse),
+        "RegisterSharedMemory": uu(_BS + "RegisterSharedMemory", pb.RegisterSharedMemoryRequest,
+                                   pb.RegisterSharedMemoryResponse),
+        "UnregisterBuffer": uu(_BS + "UnregisterBuffer", pb.UnregisterBufferRequest,
+                               pb.UnregisterBufferResponse),
+        "RenewLease": uu(_BS + "RenewLease", pb.RenewLeaseRequest, pb.RenewLeaseResponse),
+        "ListBuffers": uu(_BS + "ListBuffers", pb.ListBuffersRequest, pb.ListBuffersResponse),
+        "Health": channel.unary_unary("/grpc.health.v1.Health/Check"),
+    }
+
+
+class Handle:
+    """A registered tensor or array (Client.register): pass it wherever a tensor goes.
+
+    .obj is the tensor (GPU) or the shared-memory numpy array (host) that the
+    daemon reads and writes: write inputs into it, read outputs from it.
+    Unregistered by close() or at the end of a `with` block.
+    """
+
+    def __init__(self, client, obj, arg, buffer_id, offset, seg=None):
+        self._client, self.obj, self._arg = client, obj, arg
+        self.buffer_id, self.offset, self._seg = buffer_id, offset, seg
+        self.closed = False
+
+    @property
+    def array(self):
+        return self.obj
+
+    tensor = array
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        self._client.release_handle(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<kerneld.Handle %s %s %s at %s+%d>" % (
+            NAMES.get(self._arg.dtype), list(self._arg.shape), self._arg.kind, self.buffer_id, self.offset)
+
+
+class _Buffers:
+    """A client's buffers and the synchronous channel their RPCs use.
+
+    It holds no reference to the client, so weakref.finalize can release
+    everything when the client is collected or at interpreter exit:
+    unregister, unlink the shared memory, stop the lease renewer.
+    """
+
+    def __init__(self, target, creds, opts, metadata, timeout, lease_seconds):
+        self.target, self.creds, self.opts = target, creds, opts
+        self.metadata, self.timeout, self.lease_seconds = metadata, timeout, lease_seconds
+        self.channel = None
+        self.m = None
+        self.ipc_reg = None
+        self.pool_ = None
+        self.handles = set()
+        self.lock = threading.Lock()
+        self.renewer = None
+        self.closed = False
+
+    def methods(self):
+        if self.m is None:
+            with self.lock:
+                if self.m is None:
+                    self.channel = _channel.make_channel(self.target, self.creds, self.opts)
+                    self.m = _methods(self.channel)
+        return self.m
+
+    def rpc(self, name, req, timeout=None):
+        try:
+            return self.methods()[name](req, timeout=timeout if timeout is not None else self.timeout,
+                                        metadata=self.metadata)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def ipc(self):
+        if self.ipc_reg is None:
+            with self.lock:
+                if self.ipc_reg is None:
+                    self.ipc_reg = IpcRegistry(self.register_ipc, self.unregister)
+            self.start_renewer()
+        return self.ipc_reg
+
+    def pool(self):
+        if self.pool_ is None:
+            with self.lock:
+                if self.pool_ is None:
+                    self.pool_ = ShmPool(self.register_shm, self.unregister)
+            self.start_renewer()
+        return self.pool_
+
+    def register_ipc(self, handle, uuid, size, name):
+        return self.rpc("RegisterCudaIpcBuffer", pb.RegisterCudaIpcBufferRequest(
+            ipc_handle=handle, device_uuid=uuid, byte_size=size, name=name,
+            lease_seconds=self.lease_seconds)).buffer_id
+
+    def register_shm(self, seg):
+        return self.rpc("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
+            shm_name=seg.name, offset=0, byte_size=seg.size,
+            name="python pid %d" % os.getpid(), lease_seconds=self.lease_seconds)).buffer_id
+
+    def unregister(self, buffer_id):
+        # Bounded: at exit a daemon that went away must not hang the interpreter.
+        return self.rpc("UnregisterBuffer", pb.UnregisterBufferRequest(buffer_id=buffer_id),
+                        timeout=5).deferred
+
+    def buffer_ids(self):
+        ids = []
+        if self.ipc_reg is not None:
+            ids += self.ipc_reg.buffer_ids()
+        if self.pool_ is not None:
+            ids += [s.buffer_id for s in self.pool_.segments()]
+        with self.lock:
+            ids += [h.buffer_id for h in self.handles]
+        return ids
+
+    def start_renewer(self):
+        if self.lease_seconds <= 0:
+            return
+        with self.lock:
+            if self.renewer is not None:
+                return
+            stop = threading.Event()
+            self.renewer = stop
+        ref = weakref.ref(self)
+        period = max(self.lease_seconds / 3.0, 0.05)
+
+        def loop():
+            while not stop.wait(period):
+                b = ref()
+                if b is None or b.closed:
+                    return
+                for bid in b.buffer_ids():
+                    try:
+                        b.rpc("RenewLease", pb.RenewLeaseRequest(buffer_id=bid), timeout=10)
+                    except Exception:
+                        pass  # gone or daemon away: the next request says so
+                del b
+        threading.Thread(target=loop, name="kerneld-lease-renewer", daemon=True).start()
+
+    def release_handle(self, h):
+        with self.lock:
+            self.handles.discard(h)
+        if h._seg is not None:
+            try:
+                self.unregister(h.buffer_id)
+            finally:
+                h._seg.close()
+        elif self.ipc_reg is not None:
+            self.ipc_reg.release(h.buffer_id)
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        if self.renewer is not None:
+            self.renewer.set()
+        with self.lock:
+            hs, self.handles = list(self.handles), set()
+        for h in hs:
+            h.closed = True
+            try:
+                self.release_handle(h)
+            except Exception:
+                pass
+        if self.pool_ is not None:
+            self.pool_.close()
+        if self.ipc_reg is not None:
+            self.ipc_reg.close()
+        if self.channel is not None:
+            self.channel.close()
+
+
+class _Base:
+    """What the sync and asyncio clients share: options, schemas, buffers."""
+
+    def _setup(self, target, timeout, shm, token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
+               lb, options, lease_seconds):
+        self.target = target
+        self.timeout = timeout
+        self.use_shm = bool(shm)
+        self.token = token
+        self.lease_seconds = int(lease_seconds or 0)
+        self._metadata = _channel.metadata(token)
+        self._creds = _channel.credentials(tls, tls_ca, tls_cert, tls_key)
+        self._opts = _channel.channel_options(lb, options, tls_server_name)
+        self._schemas = None
+        self._schema_lock = threading.Lock()
+        self._learned = {}
+        self._closed = False
+        self._b = _Buffers(target, self._creds, self._opts, self._metadata, timeout, self.lease_seconds)
+        # Runs on close(), when the client is collected, or at exit: whichever is first.
+        self._finalizer = weakref.finalize(self, self._b.close)
+
+    def _rpc(self, name, req, timeout=None):
+        return self._b.rpc(name, req, timeout)
+
+    def _ipc(self):
+        return self._b.ipc()
+
+    def _pool(self):
+        return self._b.pool()
+
+    @property
+    def _ipc_reg(self):
+        return self._b.ipc_reg
+
+    @property
+    def _shm_pool(self):
+        return self._b.pool_
+
+    def _buffer_ids(self):
+        return self._b.buffer_ids()
+
+    # ---- schemas ----
+    def _set_schemas(self, resp):
+        self._schemas = {k.name: OpSchema(k) for k in resp.kernels}
+
+    def _schema_or_none(self, op):
+        if self._schemas is None:
+            self._load_schemas()
+        return self._schemas.get(op)
+
+    # ---- user buffers ----
+    def _make_handle(self, obj):
+        arg = to_arg("register", "tensor", obj)
+        if arg.kind == "cuda":
+            arg.synchronize()
+            bid, off = self._ipc().resolve(arg, pinned=True)
+            h = Handle(self._b, obj, arg, bid, off)
+        else:
+            seg = Segment(max(align(arg.nbytes), 64))
+            try:
+                seg.buffer_id = self._b.register_shm(seg)
+            except BaseException:
+                seg.close()
+                raise
+            self._b.start_renewer()
+            if arg.nbytes:
+                seg.buf[:arg.nbytes] = arg.flat
+            view = seg.buf[:arg.nbytes]
+            if arg.framework == "torch":
+                import torch
+                t = torch.from_numpy(view)
+                arr = t.view(obj.dtype).reshape(obj.shape) if arg.nbytes else torch.empty(obj.shape, dtype=obj.dtype)
+            else:
+                arr = view.view(arg.arr.dtype).reshape(arg.shape)
+            arg2 = to_arg("register", "tensor", arr)
+            h = Handle(self._b, arr, arg2, seg.buffer_id, 0, seg)
+        with self._b.lock:
+            self._b.handles.add(h)
+        return h
+
+    def _close_buffers(self):
+        self._finalizer()
+
+    def _op_method(self, name, coroutine=False):
+        s = self._schemas[name]
+        call = self.call
+
+        if coroutine:
+            async def method(*args, **kwargs):
+                return await call(name, *args, **kwargs)
+        else:
+            def method(*args, **kwargs):
+                return call(name, *args, **kwargs)
+        method.__name__ = method.__qualname__ = name
+        method.__doc__ = s.docstring()
+        method.__signature__ = s.signature()
+        return method
+
+    def __dir__(self):
+        names = set(super().__dir__())
+        if self._schemas:
+            names.update(n for n in self._schemas if n.isidentifier())
+        return sorted(names)
+
+    def buffers(self, all=False):
+        """This client's registered buffers (ListBuffers); all=True: every buffer of the principal."""
+        r = self._rpc("ListBuffers", pb.ListBuffersRequest())
+        mine = set(self._buffer_ids())
+        return [_msg_dict(b) for b in r.buffers if all or b.buffer_id in mine]
+
+    def register(self, obj):
+        """Registers a tensor's memory once; returns a Handle usable as an input or out=.
+
+        GPU tensors: their allocation over CUDA IPC (zero copy). Host arrays:
+        a new shared-memory region holding a copy (Handle.array is that memory).
+        """
+        return self._make_handle(obj)
+
+
+class Client(_Base):
+    """A connection to kerneld.
+
+    Client(target="127.0.0.1:50051", timeout=None, shm=False, token=None,
+           tls=False, tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
+           lb=None, options=None, lease_seconds=60)
+
+    target: "host:port", "unix:/path", "dns:///host:port" (with lb="round_robin"
+    to spread calls over every address). token: sent as `authorization: Bearer
+    TOKEN`. tls_ca / tls_cert / tls_key: PEM paths or bytes (a TLS channel;
+    tls=True alone uses the system's roots). shm=True: numpy arrays go through
+    a shared-memory pool instead of inline. timeout: seconds per call (each
+    call also takes timeout=). Every op is a method (see ops()).
+    """
+
+    def __init__(self, target="127.0.0.1:50051", timeout=None, shm=False, token=None, tls=False,
+                 tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, lb=None,
+                 options=None, lease_seconds=60):
+        self._setup(target, timeout, shm, token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
+                    lb, options, lease_seconds)
+        self._m = self._b.methods()  # one channel serves calls and buffers
+        self._ids = itertools.count(1)
+
+    def _load_schemas(self):
+        with self._schema_lock:
+            if self._schemas is None:
+                self._set_schemas(self._rpc("ListKernels", pb.ListKernelsRequest()))
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._schemas is None:
+            self._load_schemas()
+        if name not in self._schemas:
+            raise AttributeError("kerneld.Client has no attribute or op '%s'; ops: %s" %
+                                 (name, ", ".join(sorted(self._schemas))))
+        m = self._op_method(name)
+        object.__setattr__(self, name, m)
+        return m
+
+    # ---- the service ----
+    def info(self):
+        """GetServerInfo as a dict: version, devices, backends, cuda_status, ..."""
+        return _msg_dict(self._rpc("GetServerInfo", pb.GetServerInfoRequest()))
+
+    def ops(self, refresh=False):
+        """The names of the ops this daemon serves (ListKernels)."""
+        if refresh or self._schemas is None:
+            self._schemas = None
+            self._load_schemas()
+        return sorted(self._schemas)
+
+    def describe(self, op):
+        """One op's schema (ListKernels): doc, inputs, outputs, attrs, implementations."""
+        return _msg_dict(self._rpc("ListKernels", pb.ListKernelsRequest(name=op)).kernels[0])
+
+    def health(self, service=""):
+        """True when the daemon (or `service`, e.g. "kerneld.device/cuda:0") is SERVING."""
+        try:
+            raw = self._m["Health"](_channel.health_request(service), timeout=self.timeout or 10,
+                                    metadata=self._metadata)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE:
+                return False
+            raise from_rpc_error(e) from None
+        return _channel.health_status(raw) == 1
+
+    def call(self, op, *args, **kwargs):
+        """Runs `op`: inputs positionally (schema order) or by name, attrs by name.
+
+        Keywords: out= (a tensor, or a tuple/dict for several outputs),
+        backend=, device=, via="inline"|"shm", timeout=, return_info=True
+        (returns (result, info)).
+        """
+        p = Prepared(self, op, args, kwargs)
+        try:
+            resp = self._m["Execute"](p.req, timeout=p.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            p.release()
+            raise from_rpc_error(e) from None
+        except BaseException:
+            p.release()
+            raise
+        return p.finish(resp)
+
+    def stream(self):
+        """A Stream on one ExecuteStream: submit() pipelines requests; use as a context manager."""
+        return Stream(self)
+
+    def close(self):
+        """Unregisters this client's buffers, unlinks its shared memory, closes the channel."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_buffers()  # closes the channel too
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<kerneld.Client %s>" % self.target
+
+
+_END = object()
+
+
+class Stream:
+    """Requests pipelined on one ExecuteStream; responses arrive in completion order.
+
+    with c.stream() as s:
+        futs = [s.submit("scale", x=x, factor=2.0) for x in xs]
+    ys = [f.result() for f in futs]
+
+    submit() returns a concurrent.futures.Future at once; a failed request
+    fails its future (a KerneldError) and the stream goes on. Leaving the
+    block waits for every response.
+    """
+
+    def __init__(self, client):
+        self._c = client
+        self._q = queue.SimpleQueue()
+        self._pending = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._call = client._m["ExecuteStream"](iter(self._q.get, _END), metadata=client._metadata)
+        self._reader = threading.Thread(target=self._read, name="kerneld-stream-reader", daemon=True)
+        self._reader.start()
+
+    def submit(self, op, *args, **kwargs):
+        if self._closed:
+            raise RuntimeError("kerneld: submit() on a closed stream")
+        rid = "py-%d" % next(self._ids)
+        kwargs.pop("timeout", None)  # the stream has one deadline: none
+        p = Prepared(self._c, op, args, kwargs, request_id=rid)
+        f = concurrent.futures.Future()
+        f.set_running_or_notify_cancel()
+        with self._lock:
+            self._pending[rid] = (p, f)
+        self._q.put(p.req)
+        return f
+
+    def _read(self):
+        err = None
+        try:
+            for resp in self._call:
+                with self._lock:
+                    p, f = self._pending.pop(resp.request_id, (None, None))
+                if f is None:
+                    continue
+                if resp.status.code != 0:
+                    p.release()
+                    f.set_exception(error_for(resp.status.code, resp.status.message))
+                    continue
+                try:
+                    f.set_result(p.finish(resp))
+                except BaseException as e:
+                    f.set_exception(e)
+        except grpc.RpcError as e:
+            err = from_rpc_error(e)
+        with self._lock:
+            left, self._pending = list(self._pending.values()), {}
+        for p, f in left:
+            p.release()
+            f.set_exception(err or error_for(grpc.StatusCode.UNAVAILABLE,
+                                             "the stream ended before this request's response"))
+
+    def close(self):
+        """Ends the stream and waits for every response."""
+        if not self._closed:
+            self._closed = True
+            self._q.put(_END)
+        self._reader.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,101 @@
+"""Starts real kerneld daemons on loopback for the tests.
+
+The binary: $KERNELD_BIN, else the repository's build-cpu/ or build/ tree
+(scripts/test builds build/). Each daemon listens on 127.0.0.1:0 and a unix
+socket and reports its address through --ready_file.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def kerneld_bin():
+    cands = [os.environ.get("KERNELD_BIN"), REPO / "build-cpu/server/kerneld",
+             REPO / "build/server/kerneld", shutil.which("kerneld")]
+    for c in cands:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return str(c)
+    pytest.exit("kerneld binary not found: build it (scripts/build, or cmake -S . -B build-cpu "
+                "-DKERNELD_CUDA=OFF && cmake --build build-cpu --target kerneld) or set KERNELD_BIN",
+                returncode=2)
+
+
+def daemon_help():
+    return subprocess.run([kerneld_bin(), "--help"], capture_output=True, text=True).stdout + \
+        subprocess.run([kerneld_bin(), "--help"], capture_output=True, text=True).stderr
+
+
+class Daemon:
+    def __init__(self, *flags, listen="127.0.0.1:0"):
+        self.dir = tempfile.mkdtemp(prefix="kerneld-pytest-")
+        ready = os.path.join(self.dir, "ready")
+        self.unix = "unix:" + os.path.join(self.dir, "sock")
+        args = [kerneld_bin(), "--listen=" + listen, "--listen=" + self.unix,
+                "--metrics_listen=off", "--ready_file=" + ready] + list(flags)
+        self.log = os.path.join(self.dir, "stderr.log")
+        with open(self.log, "w") as err:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
+        self.target = None
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if os.path.exists(ready):
+                for line in open(ready):
+                    kind, _, value = line.strip().partition(" ")
+                    if kind == "grpc" and not value.startswith("unix:"):
+                        self.target = value
+            if self.target:
+                break
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if not self.target:
+            self.stop()
+            raise RuntimeError("kerneld did not start (%s):\n%s" % (" ".join(args), open(self.log).read()))
+        if self.target.startswith("0.0.0.0:"):
+            self.target = "127.0.0.1:" + self.target.split(":")[1]
+
+    def terminate(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    d = Daemon("--enable_test_ops=true")
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="session")
+def client(daemon):
+    import kerneld
+    c = kerneld.Client(daemon.target, timeout=120)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def new_daemon():
+    made = []
+
+    def make(*flags, **kw):
+        d = Daemon(*flags, **kw)
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        d.stop()

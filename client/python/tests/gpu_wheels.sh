@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fills ./.whl (git-ignored; run from the repository root, where the device
+# call carries it) with what tests/gpu_pass.sh installs on the GPU machine,
+# which has python3 3.12, torch, cupy, numpy, ml_dtypes and pytest but no
+# network: the kerneld wheel built here (stubs generated from proto/ by
+# this machine's grpcio-tools), and the protobuf and grpcio wheels it was
+# built and tested with (the generated stubs need a protobuf at least as new
+# as the protoc that wrote them).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+cd "$ROOT"
+grep -qx '/.whl/' .git/info/exclude 2>/dev/null || grep -qx '/.whl/' .gitignore || echo /.whl/ >> "$(git rev-parse --git-common-dir)/info/exclude"
+rm -rf .whl && mkdir -p .whl
+VENV=$(mktemp -d /tmp/kerneld-wheels.XXXXXX)
+python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip build
+"$VENV/bin/python" -m build -q --wheel --outdir .whl client/python >/dev/null
+# The protobuf version the stubs need: the wheel's Requires-Dist.
+PB=$(unzip -p .whl/kerneld-*.whl '*/METADATA' | sed -n 's/^Requires-Dist: protobuf>=\([0-9.]*\).*/\1/p')
+"$VENV/bin/python" -m pip install -q "grpcio" "protobuf>=$PB"
+PBV=$("$VENV/bin/python" -c 'import google.protobuf as p; print(p.__version__)')
+GV=$("$VENV/bin/python" -c 'import grpc; print(grpc.__version__)')
+plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
+      --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+"$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp "${plat[@]}" -d .whl "protobuf==$PBV" "grpcio==$GV"
+rm -rf "$VENV"
+ls -la .whl
+du -sh .whl

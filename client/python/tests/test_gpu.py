@@ -1,0 +1,233 @@
+"""GPU tests (marker gpu): torch and cupy tensors over CUDA IPC against a CUDA kerneld.
+
+Run by tests/gpu_pass.sh on a GPU machine; skipped where torch sees no GPU or
+the daemon has no cuda backend.
+"""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kerneld
+from reference import CASES, REFS, TOL, FLOAT32_ONLY, f64, support
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch sees no GPU", allow_module_level=True)
+
+TORCH_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@pytest.fixture(scope="module")
+def gclient(daemon):
+    c = kerneld.Client(daemon.target, timeout=120)
+    if "cuda" not in c.info()["backends"]:
+        pytest.skip("the daemon has no cuda backend: %s" % c.info()["cuda_status"])
+    yield c
+    c.close()
+
+
+def _inputs_torch(inputs, dt):
+    out = {}
+    for k, v in inputs.items():
+        if v.dtype.kind in "iu":
+            out[k] = torch.from_numpy(v).cuda()
+        elif v.dtype == np.float32 and (dt != "float32" and k in ("cos_sin_cache", "probs")):
+            out[k] = torch.from_numpy(v).cuda()
+        else:
+            out[k] = torch.from_numpy(v.astype(np.float32)).to(TORCH_DT[dt]).cuda()
+    return out
+
+
+def _check(op, got, want, dt):
+    rtol, atol = TOL[dt]
+    g = got.float().cpu().numpy().astype(np.float64) if hasattr(got, "cpu") else f64(got.get())
+    np.testing.assert_allclose(g, want, rtol=rtol, atol=atol, err_msg=op)
+
+
+@pytest.mark.parametrize("n", [1, 127, 4097])
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_every_op_torch_ipc(gclient, op, dt, n):
+    if op in FLOAT32_ONLY and dt != "float32":
+        pytest.skip("float32 only")
+    rng = np.random.default_rng(n)
+    inputs, attrs, out_dtypes = CASES[op](n, dt, rng)
+    tin = _inputs_torch(inputs, dt)
+    ref_in = {k: f64(v.float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy())
+              for k, v in tin.items()}
+    res, info = gclient.call(op, return_info=True, **tin, **attrs)
+    assert info["device"].startswith("cuda"), info
+    res = res if isinstance(res, tuple) else (res,)
+    for r in res:
+        assert isinstance(r, torch.Tensor) and r.is_cuda
+    if op == "top_k_top_p_sampling":
+        allowed = support(ref_in["probs"], attrs["top_k"], attrs["top_p"])
+        for b, s in enumerate(res[0].cpu().numpy()):
+            assert int(s) in allowed[b]
+        return
+    want = REFS[op](ref_in, attrs)
+    outs = [o["name"] for o in gclient.describe(op)["outputs"]]
+    for o, r in zip(outs, res):
+        _check(op, r, want[o], out_dtypes[o] if out_dtypes[o] in TOL else dt)
+    assert gclient._ipc_reg.registrations > 0
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_every_op_cupy_ipc(gclient, op, dt):
+    cp = pytest.importorskip("cupy")
+    if op in FLOAT32_ONLY and dt != "float32":
+        pytest.skip("float32 only")
+    rng = np.random.default_rng(3)
+    inputs, attrs, out_dtypes = CASES[op](127, dt, rng)
+    cin = {k: cp.asarray(v) for k, v in inputs.items()}
+    res = gclient.call(op, **cin, **attrs)
+    res = res if isinstance(res, tuple) else (res,)
+    for r in res:
+        assert isinstance(r, cp.ndarray)
+    if op == "top_k_top_p_sampling":
+        allowed = support(f64(inputs["probs"]), attrs["top_k"], attrs["top_p"])
+        for b, s in enumerate(res[0].get()):
+            assert int(s) in allowed[b]
+        return
+    want = REFS[op]({k: f64(v) for k, v in inputs.items()}, attrs)
+    outs = [o["name"] for o in gclient.describe(op)["outputs"]]
+    for o, r in zip(outs, res):
+        _check(op, r, want[o], out_dtypes[o] if out_dtypes[o] in TOL else dt)
+
+
+def test_cuda_array_interface_and_dlpack(gclient):
+    cp = pytest.importorskip("cupy")
+
+    class CAI:
+        def __init__(self, a):
+            self.__cuda_array_interface__ = a.__cuda_array_interface__
+    x = cp.arange(100, dtype=cp.float32)
+    y = gclient.scale(CAI(x), factor=2.0)
+    assert float(y[99]) == 198.0
+    t = torch.arange(50, dtype=torch.float32, device="cuda")
+
+    class DL:
+        def __dlpack__(self, stream=None):
+            return t.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return t.__dlpack_device__()
+    y = gclient.scale(DL(), factor=3.0)
+    assert float(y[49]) == 147.0
+
+
+def test_out_in_place_and_storage_offset(gclient):
+    base = torch.randn(10000, device="cuda", dtype=torch.float16)
+    keep = base.clone()
+    x = base[37:37 + 4097]
+    assert x.storage_offset() == 37
+    y = gclient.scale(x, factor=2.0)
+    torch.testing.assert_close(y, keep[37:37 + 4097] * 2)
+    r = gclient.scale(x, factor=2.0, out=x)  # in place, at an odd offset of its allocation
+    assert r is x
+    torch.testing.assert_close(base[37:37 + 4097], keep[37:37 + 4097] * 2)
+    torch.testing.assert_close(base[:37], keep[:37])
+    torch.testing.assert_close(base[37 + 4097:], keep[37 + 4097:])
+    out = torch.full((4097,), float("nan"), device="cuda", dtype=torch.float16)
+    assert gclient.scale(keep[37:37 + 4097], factor=0.5, out=out) is out
+    torch.testing.assert_close(out, keep[37:37 + 4097] * 0.5)
+    # residual stream in place on both inputs
+    xx, rr, w = (torch.randn(4, 256, device="cuda"), torch.randn(4, 256, device="cuda"),
+                 torch.randn(256, device="cuda"))
+    x0, r0 = xx.clone(), rr.clone()
+    a, b = gclient.fused_add_rmsnorm(xx, rr, w, eps=1e-6)
+    assert a is xx and b is rr
+    torch.testing.assert_close(rr, x0 + r0)
+
+
+def test_freed_and_reallocated_at_the_same_address(gclient):
+    from kerneld import _cuda
+    n = (64 << 20) // 4
+    seen_reuse = False
+    for attempt in range(5):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        x = torch.full((n,), 1.0, device="cuda")
+        a1 = _cuda.allocation_of(x.data_ptr())
+        assert (gclient.scale(x, factor=2.0)[-1] == 2).item()
+        regs = gclient._ipc_reg.registrations
+        old_ids = set(gclient._ipc_reg.buffer_ids())
+        del x
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # cudaFree: the allocation is gone
+        x = torch.full((n,), 3.0, device="cuda")
+        a2 = _cuda.allocation_of(x.data_ptr())
+        y = gclient.scale(x, factor=2.0, out=x)
+        assert (y == 6).all().item(), "the new allocation was written (not the stale registration)"
+        if a2.base == a1.base:
+            seen_reuse = True
+            assert a2.buffer_id != a1.buffer_id  # CUDA's buffer id tells the two apart
+            assert gclient._ipc_reg.registrations == regs + 1  # re-registered
+            now = {b["buffer_id"] for b in gclient.buffers(all=True)}
+            assert not (old_ids - set(gclient._ipc_reg.buffer_ids())) & now  # stale one unregistered
+            break
+    assert seen_reuse, "torch never reused the address after empty_cache (5 tries)"
+
+
+def test_registration_is_cached(gclient):
+    x = torch.randn(4096, device="cuda", dtype=torch.float16)
+    gclient.scale(x, factor=2.0)
+    regs = gclient._ipc_reg.registrations
+    for _ in range(20):
+        gclient.scale(x, factor=2.0, out=x)
+    assert gclient._ipc_reg.registrations == regs
+
+
+def test_value_errors_on_gpu(gclient):
+    x = torch.randn(8, 8, device="cuda").t()
+    with pytest.raises(ValueError, match=r"not contiguous.*x.contiguous\(\)"):
+        gclient.scale(x, factor=2.0)
+    with pytest.raises(ValueError, match="dtype float64 not in"):
+        gclient.scale(torch.zeros(4, device="cuda", dtype=torch.float64), factor=2.0)
+
+
+def test_register_gpu_handle(gclient):
+    x = torch.ones(1024, device="cuda")
+    with gclient.register(x) as h:
+        assert gclient.scale(h, factor=2.0, out=h) is x
+        assert (x == 2).all().item()
+        assert h.buffer_id in {b["buffer_id"] for b in gclient.buffers()}
+
+
+def test_stream_gpu(gclient):
+    xs = [torch.full((4096,), float(i), device="cuda", dtype=torch.float16) for i in range(64)]
+    with gclient.stream() as s:
+        futs = [s.submit("scale", x=x, factor=2.0) for x in xs]
+    for i, f in enumerate(futs):
+        assert (f.result() == 2 * i).all().item()
+
+
+def test_two_client_processes(daemon, gclient):
+    code = textwrap.dedent("""
+        import sys, torch, kerneld
+        c = kerneld.Client(sys.argv[1])
+        for i in range(300):
+            x = torch.full((4096 + i,), float(i), device="cuda", dtype=torch.bfloat16)
+            y = c.scale(x, factor=2.0)
+            assert (y == 2 * i).all().item(), i
+        c.close()
+        print("ok")
+    """)
+    ps = [subprocess.Popen([sys.executable, "-c", code, daemon.target], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in ps:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0 and out.strip() == "ok", err
+
+
+def test_empty_gpu_tensors(gclient):
+    x = torch.empty(0, 16, device="cuda", dtype=torch.float16)
+    y = gclient.scale(x, factor=2.0)
+    assert isinstance(y, torch.Tensor) and y.is_cuda and y.shape == (0, 16)
+    assert gclient.scale(x, factor=2.0, out=torch.empty(0, 16, device="cuda", dtype=torch.float16)).shape == (0, 16)
