@@ -236,6 +236,14 @@ OpDef& OpDef::Check(CheckFn fn) {
   checks.push_back(std::move(fn));
   return *this;
 }
+OpDef& OpDef::Reference(ReferenceFn fn) {
+  reference = std::move(fn);
+  return *this;
+}
+OpDef& OpDef::Bench(BenchSpec spec) {
+  bench = std::move(spec);
+  return *this;
+}
 OpDef& OpDef::Impl(std::string backend, KernelFn fn, Requirements req, int priority) {
   ImplDef impl;
   impl.backend = std::move(backend);
@@ -292,10 +300,51 @@ const std::string& KernelContext::attr_s(std::string_view n) const {
 
 // ----- OpRegistry -----------------------------------------------------------
 
+namespace {
+
+// What the registrars recorded at static initialization, keyed by op id.
+struct Pending {
+  std::map<std::string, OpDefineFn> ops;
+  std::multimap<std::string, std::pair<std::string, ImplDefineFn>> impls;  // id -> (file, fn)
+};
+Pending& PendingRegistrations() {
+  static Pending* p = new Pending();  // never destroyed: registrars may outlive main
+  return *p;
+}
+
+[[noreturn]] void RegistrationFailed(const std::string& what) {
+  std::fprintf(stderr, "kerneld: %s\n", what.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+OpRegistrar::OpRegistrar(const char* id, OpDefineFn fn) {
+  if (!PendingRegistrations().ops.emplace(id, fn).second)
+    RegistrationFailed(std::string("KERNELD_OP(") + id + ") defined twice");
+}
+
+ImplRegistrar::ImplRegistrar(const char* op_id, const char* file, ImplDefineFn fn) {
+  PendingRegistrations().impls.emplace(op_id, std::make_pair(std::string(file), fn));
+}
+
 OpRegistry& OpRegistry::Global() {
   static OpRegistry* reg = [] {
     auto* r = new OpRegistry();
-    RegisterBuiltinOps(*r);
+    const Pending& p = PendingRegistrations();
+    for (const auto& [id, impl] : p.impls)
+      if (!p.ops.count(id))
+        RegistrationFailed(impl.first + ": KERNELD_IMPL(" + id + ", ...) names no KERNELD_OP");
+    for (const auto& [id, define] : p.ops) {
+      OpDef op = define();
+      auto [b, e] = p.impls.equal_range(id);
+      for (auto it = b; it != e; ++it) it->second.second(op);
+      // One order whatever the link order: by backend name (cpu first).
+      std::stable_sort(op.impls.begin(), op.impls.end(),
+                       [](const ImplDef& x, const ImplDef& y) { return x.backend < y.backend; });
+      if (Status st = r->Register(std::move(op)); !st.ok())
+        RegistrationFailed("registering " + id + ": " + st.ToString());
+    }
     return r;
   }();
   return *reg;

@@ -1,0 +1,124 @@
+// top_k_top_p_sampling, CPU: the exact support by sorting, then an inverse-
+// CDF draw over it in index order. Mass is summed in double here: the CPU
+// backend is the reference the CUDA one is checked against statistically.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kerneld/thread_pool.h"
+#include "kerneld/op.h"
+
+namespace kerneld::cpu {
+
+namespace {
+
+uint64_t SplitMix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// A uniform in [0, 1) from the counter (seed, row): counter-based, so a row's
+// draw depends on nothing but its own inputs.
+double Uniform(uint64_t seed, uint64_t row) {
+  const uint64_t z = SplitMix64(SplitMix64(seed) ^ SplitMix64(row + 0x632be59bd9b4e019ull));
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+// Smallest probability in the support: token j is kept when p_j >= it (and
+// p_j > 0). `scratch` is reused across rows.
+float Threshold(const float* p, int64_t v, int64_t top_k, double top_p, double total,
+                std::vector<float>* scratch) {
+  float t = 0;
+  if (!(top_k > 0 && top_k < v) && top_p >= 1) return t;  // no filter
+  scratch->assign(p, p + v);
+  auto& s = *scratch;
+  int64_t head = v;  // candidates for the top-p cut: the top-k head, or all
+  if (top_k > 0 && top_k < v) {
+    // The k-th largest value: fewer than k tokens are larger than it.
+    std::nth_element(s.begin(), s.begin() + (top_k - 1), s.end(), std::greater<float>());
+    t = s[static_cast<size_t>(top_k - 1)];
+    head = top_k;
+  }
+  if (top_p < 1) {
+    // Tokens in descending order; the cut keeps a token while the mass of
+    // strictly larger tokens is below top_p * total. Only the top-k head
+    // matters: a cut below it is overridden by the top-k threshold.
+    std::sort(s.begin(), s.begin() + head, std::greater<float>());
+    const double want = top_p * total;
+    double above = 0;  // mass of tokens strictly larger than s[i]
+    double run = 0;    // mass of s[0..i)
+    float last = s[0];  // the smallest value kept so far
+    for (int64_t i = 0; i < head; ++i) {
+      const float x = s[static_cast<size_t>(i)];
+      if (i == 0 || x != s[static_cast<size_t>(i - 1)]) above = run;
+      if (above >= want) break;
+      last = x;
+      run += x;
+    }
+    t = std::max(t, last);
+  }
+  return t;
+}
+
+}  // namespace
+
+Status TopKTopPSampling(KernelContext& ctx) {
+  const TensorView& probs = ctx.input("probs");
+  TensorView& out = ctx.output("samples");
+  const int64_t rows = probs.dim(0), v = probs.dim(1);
+  const int64_t top_k = ctx.attr_i("top_k");
+  const double top_p = ctx.attr_f("top_p");
+  const uint64_t seed = static_cast<uint64_t>(ctx.attr_i("seed"));
+  const float* p = probs.ptr<float>();
+  int32_t* samples = out.ptr<int32_t>();
+  // Bad data is a client error; find it before sampling anything.
+  for (int64_t r = 0; r < rows; ++r) {
+    double total = 0;
+    for (int64_t i = 0; i < v; ++i) {
+      const float x = p[r * v + i];
+      if (!std::isfinite(x) || x < 0)
+        return InvalidArgument("top_k_top_p_sampling: probs[" + std::to_string(r) + ", " + std::to_string(i) +
+                               "] = " + std::to_string(x) + " is not a finite non-negative probability");
+      total += x;
+    }
+    if (!(total > 0))
+      return InvalidArgument("top_k_top_p_sampling: probs row " + std::to_string(r) + " has no positive mass");
+  }
+  ParallelFor(ctx.pool, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)), [&](int64_t b, int64_t e) {
+    std::vector<float> scratch;
+    for (int64_t r = b; r < e; ++r) {
+      const float* row = p + r * v;
+      double total = 0;
+      for (int64_t i = 0; i < v; ++i) total += row[i];
+      const float t = Threshold(row, v, top_k, top_p, total, &scratch);
+      auto kept = [&](int64_t i) { return row[i] > 0 && row[i] >= t; };
+      double mass = 0;
+      for (int64_t i = 0; i < v; ++i)
+        if (kept(i)) mass += row[i];
+      const double u = Uniform(seed, static_cast<uint64_t>(r)) * mass;
+      int64_t pick = -1, last = -1;
+      double cum = 0;
+      for (int64_t i = 0; i < v; ++i) {
+        if (!kept(i)) continue;
+        last = i;
+        cum += row[i];
+        if (cum > u) {
+          pick = i;
+          break;
+        }
+      }
+      samples[r] = static_cast<int32_t>(pick >= 0 ? pick : last);  // last: u rounded up to mass
+    }
+  });
+  return Status::Ok();
+}
+
+KERNELD_IMPL(top_k_top_p_sampling, cpu) { op.Impl("cpu", TopKTopPSampling, Requirements::Cpu(), kPriorityFallback); }
+
+}  // namespace kerneld::cpu
