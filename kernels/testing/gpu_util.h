@@ -46,12 +46,11 @@ inline OpRun RunOnCuda(const std::string& op_name, const HostTensors& inputs, co
   const ImplDef* impl = op->FindImpl(backend);
   if (!impl) return {NotFound(op_name + " has no " + backend + " impl"), {}};
   KernelContext ctx;
-  ctx.op = op;
   ctx.device = GpuInfo();
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   ctx.stream = stream;
-  r.status = ResolveAttrs(*op, attrs, &ctx.attrs);
+  r.status = PrepareAttrs(*op, attrs, &ctx);
   if (!r.status.ok()) return r;
   std::vector<void*> allocs;
   auto dev_alloc = [&](size_t n) {
@@ -73,31 +72,18 @@ inline OpRun RunOnCuda(const std::string& op_name, const HostTensors& inputs, co
     v.dtype = it->second.dtype;
     v.shape = it->second.shape;
   }
-  ShapeBindings bind;
-  r.status = ValidateInputs(*op, ctx.inputs, ctx.attrs, &bind);
   std::vector<OutputSpec> specs;
-  if (r.status.ok()) r.status = InferOutputs(*op, ctx.inputs, ctx.attrs, bind, &specs);
+  r.status = PrepareInputs(ctx, &specs);
+  if (r.status.ok())
+    r.status = LayOutOutputs(specs, alias,
+                             [&](const OutputSpec&, int64_t bytes) {
+                               void* p = dev_alloc(static_cast<size_t>(bytes));
+                               cudaMemset(p, 0xff, static_cast<size_t>(bytes));
+                               return p;
+                             },
+                             &ctx);
   if (r.status.ok()) {
-    ctx.outputs.resize(op->outputs.size());
-    for (size_t i = 0; i < op->outputs.size(); ++i) {
-      const OutputDef& od = op->outputs[i];
-      TensorView& v = ctx.outputs[i];
-      v.dtype = specs[i].dtype;
-      v.shape = specs[i].shape;
-      v.device = ctx.device.device;
-      std::string src = !od.in_place_of.empty() ? od.in_place_of : (od.name == alias ? od.may_alias : "");
-      if (!src.empty()) {
-        v.data = ctx.inputs[static_cast<size_t>(op->InputIndex(src))].data;
-      } else {
-        v.data = dev_alloc(static_cast<size_t>(v.nbytes()));
-        cudaMemset(v.data, 0xff, static_cast<size_t>(v.nbytes()));
-      }
-    }
-    if (auto why = impl->requires_.RejectRequest(ctx)) {
-      r.status = FailedPrecondition(*why);
-    } else {
-      r.status = impl->fn(ctx);
-    }
+    r.status = Call(*impl, ctx);
     cudaError_t e = cudaStreamSynchronize(stream);
     if (r.status.ok() && e != cudaSuccess)
       r.status = Internal(std::string("cuda: ") + cudaGetErrorString(e));

@@ -1,6 +1,6 @@
 // Test helper: run one op's implementation directly (no server) on host
-// tensors, the way the daemon would: validate against the schema, infer
-// outputs, poison them, call the impl. Used by unit tests (cpu) and gpu tests
+// tensors through the daemon's own call path (kerneld/call.h): prepare,
+// lay out poisoned outputs, call the impl. Used by unit tests (cpu) and gpu tests
 // (cuda, via RunOnCuda in gpu_util.h).
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kerneld/check.h"
+#include "kerneld/call.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 #include "kerneld/host_tensor.h"
@@ -59,10 +59,9 @@ inline OpRun RunOnCpu(const std::string& op_name, const HostTensors& inputs, con
   if (!op) return {NotFound("no op " + op_name), {}};
   const ImplDef* impl = op->FindImpl("cpu");
   KernelContext ctx;
-  ctx.op = op;
   ctx.device.device = Device::Cpu();
   ctx.pool = &ThreadPool::Default();
-  r.status = ResolveAttrs(*op, attrs, &ctx.attrs);
+  r.status = PrepareAttrs(*op, attrs, &ctx);
   if (!r.status.ok()) return r;
   std::vector<std::unique_ptr<HostBuffer>> bufs;
   ctx.inputs.resize(op->inputs.size());
@@ -77,37 +76,26 @@ inline OpRun RunOnCpu(const std::string& op_name, const HostTensors& inputs, con
     v.dtype = it->second.dtype;
     v.shape = it->second.shape;
   }
-  ShapeBindings bind;
-  r.status = ValidateInputs(*op, ctx.inputs, ctx.attrs, &bind);
-  if (!r.status.ok()) return r;
   std::vector<OutputSpec> specs;
-  r.status = InferOutputs(*op, ctx.inputs, ctx.attrs, bind, &specs);
+  r.status = PrepareInputs(ctx, &specs);
   if (!r.status.ok()) return r;
-  ctx.outputs.resize(op->outputs.size());
-  for (size_t i = 0; i < op->outputs.size(); ++i) {
-    const OutputDef& od = op->outputs[i];
-    TensorView& v = ctx.outputs[i];
-    v.dtype = specs[i].dtype;
-    v.shape = specs[i].shape;
-    std::string src = !od.in_place_of.empty() ? od.in_place_of : (od.name == alias ? od.may_alias : "");
-    if (!src.empty()) {
-      v.data = ctx.inputs[static_cast<size_t>(op->InputIndex(src))].data;
-    } else {
-      bufs.push_back(
-          std::make_unique<HostBuffer>(static_cast<size_t>(v.nbytes()), NaturalMisalign(misalign, v.dtype)));
-      Poison(bufs.back()->data, bufs.back()->bytes);
-      v.data = bufs.back()->data;
-    }
-  }
-  r.status = impl->fn(ctx);
+  r.status = LayOutOutputs(specs, alias,
+                           [&](const OutputSpec& spec, int64_t bytes) {
+                             bufs.push_back(std::make_unique<HostBuffer>(
+                                 static_cast<size_t>(bytes), NaturalMisalign(misalign, spec.dtype)));
+                             Poison(bufs.back()->data, bufs.back()->bytes);
+                             return static_cast<void*>(bufs.back()->data);
+                           },
+                           &ctx);
+  if (!r.status.ok()) return r;
+  r.status = Call(*impl, ctx);
   if (!r.status.ok()) return r;
   for (size_t i = 0; i < op->outputs.size(); ++i) {
     const TensorView& v = ctx.outputs[i];
     HostTensor t;
     t.dtype = v.dtype;
     t.shape = v.shape;
-    Decode(v.dtype, std::string(static_cast<const char*>(v.raw()), static_cast<size_t>(v.nbytes())),
-                   &t.values);
+    Decode(v.dtype, std::string(static_cast<const char*>(v.raw()), static_cast<size_t>(v.nbytes())), &t.values);
     r.outputs[op->outputs[i].name] = std::move(t);
   }
   return r;

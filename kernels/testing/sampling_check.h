@@ -1,17 +1,47 @@
-// Statistical checks for top_k_top_p_sampling (no deterministic reference
-// exists for a random op): the exact support of a row, membership of the
-// samples, and the empirical distribution against the renormalized one.
+// Statistical checks for the sampling ops (no deterministic reference exists
+// for a random op): test rows, the exact support of a row, membership of
+// the samples, and the empirical distribution against the renormalized one.
+// Shared by the unit (cpu) and gpu (cuda) tests of every sampling op.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <random>
 #include <vector>
+
+#include "kerneld/host_tensor.h"
 
 namespace kerneld::testing {
 
-// The documented support: p_j > 0, fewer than top_k tokens larger than p_j
+// `rows` copies of one probability row (float32-rounded).
+inline HostTensor Repeat(const std::vector<double>& row, int64_t rows) {
+  HostTensor t;
+  t.dtype = DType::kFloat32;
+  t.shape = {rows, static_cast<int64_t>(row.size())};
+  t.values.reserve(static_cast<size_t>(rows) * row.size());
+  for (int64_t r = 0; r < rows; ++r) t.values.insert(t.values.end(), row.begin(), row.end());
+  return t;
+}
+
+// A skewed random row (roughly Zipf-like, as real LM distributions are),
+// with some exact zeros, normalized to sum ~1.
+inline std::vector<double> SkewedRow(int64_t v, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<double> p(static_cast<size_t>(v));
+  double s = 0;
+  for (auto& x : p) {
+    const double r = u(rng);
+    x = r < 0.05 ? 0.0 : std::pow(r, 6.0);
+    s += x;
+  }
+  for (auto& x : p) x = static_cast<float>(x / s);
+  return p;
+}
+
+
+// top_k_top_p_sampling's documented support: p_j > 0, fewer than top_k tokens larger than p_j
 // (top_k = 0: off) and less than top_p of the row's mass above it (top_p = 1:
 // off). Computed in double from the float32 probabilities.
 inline std::vector<bool> SamplingSupport(const std::vector<double>& p, int64_t top_k, double top_p) {

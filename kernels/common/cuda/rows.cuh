@@ -12,6 +12,8 @@
 #include <string>
 #include <type_traits>
 
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dispatch.cuh"
 #include "common/cuda/launch.cuh"
 #include "common/cuda/vec.cuh"
 #include "kerneld/op.h"
@@ -132,22 +134,6 @@ Status DispatchItems(int items, F&& f) {
       break;
   }
   return Internal("row plan with " + std::to_string(items) + " items per thread");
-}
-
-// Calls f(T{}) with the CUDA storage type of a floating dtype.
-template <typename F>
-Status DispatchFloatingCuda(DType dt, const char* op, F&& f) {
-  switch (dt) {
-    case DType::kFloat16:
-      return f(__half{});
-    case DType::kBFloat16:
-      return f(__nv_bfloat16{});
-    case DType::kFloat32:
-      return f(float{});
-    default:
-      return InvalidArgument(std::string(op) + ": cuda has no " + std::string(DTypeName(dt)) +
-                             " kernel");
-  }
 }
 
 }  // namespace kerneld::cuda

@@ -9,6 +9,9 @@
 
 namespace kerneld::cuda {
 
+// c = alpha * a @ b (or a @ b^T) through cuBLASLt.
+Status GemmCublas(KernelContext& ctx);
+
 // Why the cublas impl cannot run here (libcublasLt not loadable), if so.
 std::optional<std::string> CublasUnavailable(const KernelContext& ctx);
 // Loads cuBLASLt and creates the calling thread's handle and workspace for

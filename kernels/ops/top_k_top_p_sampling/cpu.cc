@@ -9,26 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "kerneld/thread_pool.h"
+#include "common/cpu/sampling_rng.h"
 #include "kerneld/op.h"
+#include "kerneld/thread_pool.h"
 
 namespace kerneld::cpu {
 
 namespace {
-
-uint64_t SplitMix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// A uniform in [0, 1) from the counter (seed, row): counter-based, so a row's
-// draw depends on nothing but its own inputs.
-double Uniform(uint64_t seed, uint64_t row) {
-  const uint64_t z = SplitMix64(SplitMix64(seed) ^ SplitMix64(row + 0x632be59bd9b4e019ull));
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
 
 // Smallest probability in the support: token j is kept when p_j >= it (and
 // p_j > 0). `scratch` is reused across rows.

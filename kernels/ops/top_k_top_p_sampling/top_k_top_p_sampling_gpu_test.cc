@@ -9,28 +9,6 @@
 namespace kerneld::testing {
 namespace {
 
-HostTensor Repeat(const std::vector<double>& row, int64_t rows) {
-  HostTensor t;
-  t.dtype = DType::kFloat32;
-  t.shape = {rows, static_cast<int64_t>(row.size())};
-  t.values.reserve(static_cast<size_t>(rows) * row.size());
-  for (int64_t r = 0; r < rows; ++r) t.values.insert(t.values.end(), row.begin(), row.end());
-  return t;
-}
-
-std::vector<double> SkewedRow(int64_t v, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(0, 1);
-  std::vector<double> p(static_cast<size_t>(v));
-  double s = 0;
-  for (auto& x : p) {
-    const double r = u(rng);
-    x = r < 0.05 ? 0.0 : std::pow(r, 6.0);
-    s += x;
-  }
-  for (auto& x : p) x = static_cast<float>(x / s);
-  return p;
-}
-
 struct Filter {
   int64_t top_k;
   double top_p;
