@@ -22,6 +22,7 @@
 #include "client.h"
 #include "kerneld/check.h"
 #include "perf.h"
+#include "kerneld/percentile.h"
 #include "reference.h"
 #include "replay.h"
 #include "tensor_util.h"
@@ -33,6 +34,7 @@
 
 namespace v1 = kerneld::v1;
 using namespace kerneld::client;
+using kerneld::Percentile;
 
 namespace {
 
@@ -198,13 +200,6 @@ int List(KernelClient& c, const std::string& name) {
     }
   }
   return 0;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // A shape rule from the server's schema that is safe to parse: items are

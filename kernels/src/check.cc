@@ -9,12 +9,6 @@ namespace kerneld {
 
 namespace {
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s + "}";
-}
-
 std::string DimName(const DimPattern& d) {
   if (d.value == 1) return d.symbol;
   return std::to_string(d.value) + "*" + d.symbol;
@@ -30,7 +24,7 @@ Status ResolveAttrs(const OpDef& op, const AttrMap& given, AttrMap* resolved) {
       std::vector<std::string> names;
       for (const auto& a : op.attrs) names.push_back(a.name);
       return InvalidArgument(op.name + ": unknown attr " + Quote(name) + "; " +
-                             (names.empty() ? "it takes no attrs" : "attrs are " + Join(names)));
+                             (names.empty() ? "it takes no attrs" : "attrs are {" + Join(names) + "}"));
     }
     AttrValue v = value;
     bool ok = false;

@@ -306,6 +306,7 @@ namespace {
 struct Pending {
   std::map<std::string, OpDefineFn> ops;
   std::multimap<std::string, std::pair<std::string, ImplDefineFn>> impls;  // id -> (file, fn)
+  std::set<std::string> backends;  // KERNELD_BACKEND
 };
 Pending& PendingRegistrations() {
   static Pending* p = new Pending();  // never destroyed: registrars may outlive main
@@ -326,6 +327,14 @@ OpRegistrar::OpRegistrar(const char* id, OpDefineFn fn) {
 
 ImplRegistrar::ImplRegistrar(const char* op_id, const char* file, ImplDefineFn fn) {
   PendingRegistrations().impls.emplace(op_id, std::make_pair(std::string(file), fn));
+}
+
+BackendRegistrar::BackendRegistrar(const char* name) { PendingRegistrations().backends.insert(name); }
+
+std::vector<std::string> OpRegistry::KnownBackends() const {
+  std::set<std::string> s(PendingRegistrations().backends);
+  for (const auto& b : Backends()) s.insert(b);
+  return {s.begin(), s.end()};
 }
 
 OpRegistry& OpRegistry::Global() {

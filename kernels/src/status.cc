@@ -48,6 +48,15 @@ std::string Sanitize(std::string_view s, size_t max_bytes) {
   return out;
 }
 
+std::string Join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += sep;
+    s += v[i];
+  }
+  return s;
+}
+
 std::string Quote(std::string_view s) {
   // Built by appending: "'" + std::string trips GCC 12's -Wrestrict false positive.
   std::string out = "'";

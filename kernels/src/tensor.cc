@@ -32,16 +32,6 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-bool TensorView::is_contiguous() const {
-  if (strides.empty()) return true;
-  int64_t expect = 1;
-  for (int64_t i = ndim() - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != expect) return false;
-    expect *= shape[i];
-  }
-  return true;
-}
-
 int TensorView::alignment() const {
   auto addr = reinterpret_cast<uintptr_t>(raw());
   if (addr == 0) return 256;

@@ -8,12 +8,6 @@ namespace kerneld::server {
 
 namespace {
 
-std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
-
 // Views as the device will see them: host tensors are staged into fresh
 // 256-byte aligned device memory, so their host address says nothing.
 KernelContext ProbeFor(const KernelContext& probe, const DeviceInfo& dev) {
@@ -35,18 +29,20 @@ KernelContext ProbeFor(const KernelContext& probe, const DeviceInfo& dev) {
 
 std::string JoinReasons(const std::vector<std::string>& r) { return Join(r, "; "); }
 
-// Backend names every server knows, whether or not it can run them here.
-const std::set<std::string, std::less<>>& BuiltinBackends() {
-  static const std::set<std::string, std::less<>> names = {"cpu", "cuda", "cublas", "nvrtc"};
+// Backend names every server knows, whether or not it can run them here:
+// the registry's (OpRegistry::KnownBackends), read once.
+const std::set<std::string, std::less<>>& RegistryBackends() {
+  static const std::set<std::string, std::less<>> names = [] {
+    const auto v = OpRegistry::Global().KnownBackends();
+    return std::set<std::string, std::less<>>(v.begin(), v.end());
+  }();
   return names;
 }
 
 }  // namespace
 
 std::vector<std::string> Scheduler::KnownBackends() const {
-  std::set<std::string> s(BuiltinBackends().begin(), BuiltinBackends().end());
-  for (const auto& b : OpRegistry::Global().Backends()) s.insert(b);
-  return {s.begin(), s.end()};
+  return {RegistryBackends().begin(), RegistryBackends().end()};
 }
 
 std::vector<std::string> Scheduler::AvailableBackends() const {
@@ -72,14 +68,9 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
                         const std::string& device, Placement* out) const {
   const bool any_backend = backend.empty() || backend == "auto";
   if (!any_backend) {
-    // The built-in names first: KnownBackends() walks the whole registry,
-    // which the request path need not do for "cpu" or "cuda".
-    if (!BuiltinBackends().count(backend)) {
-      const auto known = KnownBackends();
-      if (std::find(known.begin(), known.end(), backend) == known.end())
-        return InvalidArgument("unknown backend " + Quote(backend) + "; backends are {" + Join(known) +
-                               "}, or empty/\"auto\" to let the scheduler choose");
-    }
+    if (!RegistryBackends().count(backend))
+      return InvalidArgument("unknown backend " + Quote(backend) + "; backends are {" + Join(KnownBackends()) +
+                             "}, or empty/\"auto\" to let the scheduler choose");
     if (op.FindImpl(backend) == nullptr) {
       std::vector<std::string> has;
       for (const auto& i : op.impls) has.push_back(i.backend);

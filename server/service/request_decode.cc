@@ -11,11 +11,8 @@ namespace kerneld::server {
 
 namespace {
 
-std::string NameList(const std::vector<std::string>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s + "}";
-}
+// "{a, b}"
+std::string NameList(const std::vector<std::string>& v) { return "{" + Join(v) + "}"; }
 
 // Where a BufferRef points, checked: the region, its device, the pointer.
 Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& what, const v1::BufferRef& ref,

@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(256)
       const P v = up[u];
       P o;
 #pragma unroll
-      for (int j = 0; j < N; ++j) o.v[j] = FromF<T>(act(ToF(g.v[j])) * ToF(v.v[j]));
+      for (int j = 0; j < N; ++j) o.v[j] = FromFloat<T>(act(ToFloat(g.v[j])) * ToFloat(v.v[j]));
       out[u] = o;
     }
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/cuda/block_reduce.cuh"
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dispatch.cuh"
 #include "common/cuda/launch.cuh"
@@ -40,11 +41,8 @@ bool VectorRowsOk(int64_t row_len, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// The warp sum of block_reduce.cuh (one reduction tree for every kernel).
+using blockops::WarpSum;
 
 // Rows per block times 32: one partial sum per warp of each row.
 inline constexpr int kRowScratch = 256;

@@ -296,6 +296,9 @@ class OpRegistry {
   const OpDef* Find(std::string_view name) const;
   std::vector<const OpDef*> List() const;     // sorted by name
   std::vector<std::string> Backends() const;  // union over ops, sorted
+  // Backends() and every backend the library declares (KERNELD_BACKEND),
+  // built into this binary or not: the names a request may use. Sorted.
+  std::vector<std::string> KnownBackends() const;
 
  private:
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
@@ -316,6 +319,14 @@ struct OpRegistrar {
 struct ImplRegistrar {
   ImplRegistrar(const char* op_id, const char* file, ImplDefineFn fn);
 };
+struct BackendRegistrar {
+  explicit BackendRegistrar(const char* name);
+};
+
+// Declares a backend the library has sources for (kernels/src/backends.cc),
+// so that a build without it answers "not built here", not "unknown".
+#define KERNELD_BACKEND(name) \
+  static const ::kerneld::BackendRegistrar kerneld_backend_registrar_##name(#name)
 
 // Defines the op whose folder this file is in; `id` is the op's name (for
 // the test ops, the name without its leading underscore).

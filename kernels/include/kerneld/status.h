@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kerneld {
 
@@ -40,6 +41,9 @@ std::string_view StatusCodeName(StatusCode code);
 // larger than gRPC's 8 KiB metadata limit and failed other calls on the
 // connection.
 std::string Quote(std::string_view s);
+
+// "a, b, c": the lists in messages (names, reasons).
+std::string Join(const std::vector<std::string>& v, std::string_view sep = ", ");
 
 // The same without the quotes (for values already framed, such as ids).
 std::string Sanitize(std::string_view s, size_t max_bytes = 128);

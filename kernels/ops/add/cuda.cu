@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(256)
     const Vec16<T> vb = b[i];
     Vec16<T> o;
 #pragma unroll
-    for (int k = 0; k < Vec16<T>::kN; ++k) o.v[k] = FromF<T>(ToF(va.v[k]) + ToF(vb.v[k]));
+    for (int k = 0; k < Vec16<T>::kN; ++k) o.v[k] = FromFloat<T>(ToFloat(va.v[k]) + ToFloat(vb.v[k]));
     y[i] = o;
   }
 }
@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t e = i < head ? i : tail + (i - head);
-    y[e] = FromF<T>(ToF(a[e]) + ToF(b[e]));
+    y[e] = FromFloat<T>(ToFloat(a[e]) + ToFloat(b[e]));
   }
 }
 

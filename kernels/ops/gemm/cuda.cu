@@ -86,11 +86,11 @@ __device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, 
           s.p[r] = *reinterpret_cast<const GPack<T, L>*>(p);
         } else {
 #pragma unroll
-          for (int e = 0; e < L; ++e) s.p[r].v[e] = FromF<T>(0.0f);
+          for (int e = 0; e < L; ++e) s.p[r].v[e] = FromFloat<T>(0.0f);
         }
       } else {
 #pragma unroll
-        for (int e = 0; e < L; ++e) s.p[r].v[e] = (kr < k_end && n_lane + e < n_total) ? p[e] : FromF<T>(0.0f);
+        for (int e = 0; e < L; ++e) s.p[r].v[e] = (kr < k_end && n_lane + e < n_total) ? p[e] : FromFloat<T>(0.0f);
       }
     } else {
       // Row n_lane + 32 r of b, k .. k + L - 1.
@@ -101,11 +101,11 @@ __device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, 
           s.p[r] = *reinterpret_cast<const GPack<T, L>*>(p);
         } else {
 #pragma unroll
-          for (int e = 0; e < L; ++e) s.p[r].v[e] = FromF<T>(0.0f);
+          for (int e = 0; e < L; ++e) s.p[r].v[e] = FromFloat<T>(0.0f);
         }
       } else {
 #pragma unroll
-        for (int e = 0; e < L; ++e) s.p[r].v[e] = (k + e < k_end && n < n_total) ? p[e] : FromF<T>(0.0f);
+        for (int e = 0; e < L; ++e) s.p[r].v[e] = (k + e < k_end && n < n_total) ? p[e] : FromFloat<T>(0.0f);
       }
     }
   }
@@ -121,7 +121,7 @@ __device__ __forceinline__ void ComputeStage(const Stage<T, kTransB>& s, const f
 #pragma unroll
   for (int r = 0; r < kLoads<kTransB>; ++r)
 #pragma unroll
-    for (int e = 0; e < L; ++e) bf[r][e] = ToF(s.p[r].v[e]);
+    for (int e = 0; e < L; ++e) bf[r][e] = ToFloat(s.p[r].v[e]);
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     if constexpr (!kTransB) {
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, MT >= 8 ? 1 : 2)
   for (int m = warp; m < MT; m += kWarps) {
     const T* src = a + (m0 + m) * k_total + k0;
     const bool row_ok = m0 + m < m_total;
-    for (int kk = lane; kk < slab; kk += 32) smem[m * slab + kk] = row_ok && kk < slab_len ? ToF(src[kk]) : 0.0f;
+    for (int kk = lane; kk < slab; kk += 32) smem[m * slab + kk] = row_ok && kk < slab_len ? ToFloat(src[kk]) : 0.0f;
   }
   __syncthreads();
 
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, MT >= 8 ? 1 : 2)
     if (m0 + m >= m_total || n >= n_total) continue;
     const int64_t at = (m0 + m) * n_total + n;
     if (partial == nullptr)
-      c[at] = FromF<T>(alpha * red[i]);
+      c[at] = FromFloat<T>(alpha * red[i]);
     else
       partial[static_cast<int64_t>(blockIdx.y) * m_total * n_total + at] = red[i];
   }
@@ -242,7 +242,7 @@ __global__ void ReduceSplitsKernel(const float* __restrict__ partial, T* __restr
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mn; i += int64_t{gridDim.x} * blockDim.x) {
     float s = 0.0f;
     for (int k = 0; k < splits; ++k) s += partial[k * mn + i];
-    c[i] = FromF<T>(alpha * s);
+    c[i] = FromFloat<T>(alpha * s);
   }
 }
 

@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, MT16 == 1 && kVec ? 2 : 1)
     if (m >= m_total || n >= n_total) continue;
     const int64_t at = m * n_total + n;
     if (partial == nullptr)
-      c[at] = FromF<T>(alpha * red[i]);
+      c[at] = FromFloat<T>(alpha * red[i]);
     else
       partial[static_cast<int64_t>(blockIdx.y) * m_total * n_total + at] = red[i];
   }

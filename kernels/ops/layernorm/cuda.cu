@@ -9,7 +9,7 @@
 // to 1024 vectors taken two vectors a thread by blocks of at most 512
 // threads bounded to 32 registers (4 blocks, 2048 threads an SM) it runs
 // at 0.98 (32768 x 8192) and 0.91-1.0 (4096 x 4096). Pairs convert with one
-// instruction (ToF2 / FromF2), and y = (x - mean) * (rstd * g) + b is one FMA.
+// instruction (ToFloat2 / FromFloat2), and y = (x - mean) * (rstd * g) + b is one FMA.
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/rows.cuh"
 #include "kerneld/op.h"
@@ -49,10 +49,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
 #pragma unroll
         for (int j = 0; j < N; j += kStep) {
           if constexpr (kStep == 2) {
-            const float2 f = ToF2(&cache[k].v[j]);
+            const float2 f = ToFloat2(&cache[k].v[j]);
             sum += f.x + f.y;
           } else {
-            sum += ToF(cache[k].v[j]);
+            sum += ToFloat(cache[k].v[j]);
           }
         }
       }
@@ -66,11 +66,11 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
 #pragma unroll
         for (int j = 0; j < N; j += kStep) {
           if constexpr (kStep == 2) {
-            const float2 f = ToF2(&cache[k].v[j]);
+            const float2 f = ToFloat2(&cache[k].v[j]);
             const float c0 = f.x - mean, c1 = f.y - mean;
             dev = fmaf(c0, c0, fmaf(c1, c1, dev));
           } else {
-            const float c = ToF(cache[k].v[j]) - mean;
+            const float c = ToFloat(cache[k].v[j]) - mean;
             dev = fmaf(c, c, dev);
           }
         }
@@ -90,14 +90,14 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
 #pragma unroll
         for (int j = 0; j < N; j += kStep) {
           if constexpr (kStep == 2) {
-            const float2 xf = ToF2(&cache[k].v[j]);
-            const float2 gf = ToF2(&g.v[j]);
-            const float2 bf = ToF2(&b.v[j]);
-            FromF2(make_float2(fmaf(xf.x - mean, rstd * gf.x, bf.x),
+            const float2 xf = ToFloat2(&cache[k].v[j]);
+            const float2 gf = ToFloat2(&g.v[j]);
+            const float2 bf = ToFloat2(&b.v[j]);
+            FromFloat2(make_float2(fmaf(xf.x - mean, rstd * gf.x, bf.x),
                                fmaf(xf.y - mean, rstd * gf.y, bf.y)),
                    &o.v[j]);
           } else {
-            o.v[j] = FromF<T>(fmaf(ToF(cache[k].v[j]) - mean, rstd * ToF(g.v[j]), ToF(b.v[j])));
+            o.v[j] = FromFloat<T>(fmaf(ToFloat(cache[k].v[j]) - mean, rstd * ToFloat(g.v[j]), ToFloat(b.v[j])));
           }
         }
         yr[u] = o;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(1024)
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
       const P v = xr[u];
 #pragma unroll
-      for (int j = 0; j < N; ++j) sum += ToF(v.v[j]);
+      for (int j = 0; j < N; ++j) sum += ToFloat(v.v[j]);
     }
     const float mean = RowSum(sum, scratch) / h;
     float dev = 0.0f;
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(1024)
       const P v = xr[u];
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        const float c = ToF(v.v[j]) - mean;
+        const float c = ToFloat(v.v[j]) - mean;
         dev += c * c;
       }
     }
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(1024)
       P o;
 #pragma unroll
       for (int j = 0; j < N; ++j)
-        o.v[j] = FromF<T>((ToF(v.v[j]) - mean) * rstd * ToF(g.v[j]) + ToF(b.v[j]));
+        o.v[j] = FromFloat<T>((ToFloat(v.v[j]) - mean) * rstd * ToFloat(g.v[j]) + ToFloat(b.v[j]));
       yr[u] = o;
     }
   }

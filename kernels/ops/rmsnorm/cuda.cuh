@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(1024)
         cache[k] = xr[u];
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-          const float f = ToF(cache[k].v[j]);
+          const float f = ToFloat(cache[k].v[j]);
           ss += f * f;
         }
       }
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(1024)
         P o;
 #pragma unroll
         for (int j = 0; j < N; ++j)
-          o.v[j] = FromF<T>(ToF(cache[k].v[j]) * scale * (ToF(wv.v[j]) + bias));
+          o.v[j] = FromFloat<T>(ToFloat(cache[k].v[j]) * scale * (ToFloat(wv.v[j]) + bias));
         yr[u] = o;
       }
     }
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(1024)
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
       const P v = xr[u];
 #pragma unroll
-      for (int j = 0; j < N; ++j) ss += ToF(v.v[j]) * ToF(v.v[j]);
+      for (int j = 0; j < N; ++j) ss += ToFloat(v.v[j]) * ToFloat(v.v[j]);
     }
     const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
     const P* wp = reinterpret_cast<const P*>(w);
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(1024)
       P o;
 #pragma unroll
       for (int j = 0; j < N; ++j)
-        o.v[j] = FromF<T>(ToF(v.v[j]) * scale * (ToF(wv.v[j]) + bias));
+        o.v[j] = FromFloat<T>(ToFloat(v.v[j]) * scale * (ToFloat(wv.v[j]) + bias));
       yr[u] = o;
     }
   }
@@ -119,9 +119,9 @@ __global__ void __launch_bounds__(1024)
         P o;
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-          s[k][j] = ToF(a.v[j]) + ToF(b.v[j]);
+          s[k][j] = ToFloat(a.v[j]) + ToFloat(b.v[j]);
           ss += s[k][j] * s[k][j];
-          o.v[j] = FromF<T>(s[k][j]);
+          o.v[j] = FromFloat<T>(s[k][j]);
         }
         ro[u] = o;
       }
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(1024)
         const P wv = wp[u];
         P o;
 #pragma unroll
-        for (int j = 0; j < N; ++j) o.v[j] = FromF<T>(s[k][j] * scale * (ToF(wv.v[j]) + bias));
+        for (int j = 0; j < N; ++j) o.v[j] = FromFloat<T>(s[k][j] * scale * (ToFloat(wv.v[j]) + bias));
         xo[u] = o;
       }
     }
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(1024)
       const P b = rr[u];
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        const float s = ToF(a.v[j]) + ToF(b.v[j]);
+        const float s = ToFloat(a.v[j]) + ToFloat(b.v[j]);
         ss += s * s;
       }
     }
@@ -176,9 +176,9 @@ __global__ void __launch_bounds__(1024)
       P so, xn;
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        const float s = ToF(a.v[j]) + ToF(b.v[j]);
-        so.v[j] = FromF<T>(s);
-        xn.v[j] = FromF<T>(s * scale * (ToF(wv.v[j]) + bias));
+        const float s = ToFloat(a.v[j]) + ToFloat(b.v[j]);
+        so.v[j] = FromFloat<T>(s);
+        xn.v[j] = FromFloat<T>(s * scale * (ToFloat(wv.v[j]) + bias));
       }
       ro[u] = so;
       xo[u] = xn;

@@ -67,9 +67,9 @@ __global__ void RopeKernel(T* __restrict__ q, T* __restrict__ k, const P* __rest
         RopePack<T, kV> a = *p1, b = *p2;
 #pragma unroll
         for (int j = 0; j < kV; ++j) {
-          const float x1 = ToF(a.v[j]), x2 = ToF(b.v[j]);
-          a.v[j] = FromF<T>(x1 * c[j] - x2 * s[j]);
-          b.v[j] = FromF<T>(x2 * c[j] + x1 * s[j]);
+          const float x1 = ToFloat(a.v[j]), x2 = ToFloat(b.v[j]);
+          a.v[j] = FromFloat<T>(x1 * c[j] - x2 * s[j]);
+          b.v[j] = FromFloat<T>(x2 * c[j] + x1 * s[j]);
         }
         *p1 = a;
         *p2 = b;
@@ -77,17 +77,17 @@ __global__ void RopeKernel(T* __restrict__ q, T* __restrict__ k, const P* __rest
         // Element by element: a pair need not be aligned as a pair (odd
         // head_dim, or an offset view).
         T* p = x + 2 * i0;
-        const float x1 = ToF(p[0]), x2 = ToF(p[1]);
-        p[0] = FromF<T>(x1 * c[0] - x2 * s[0]);
-        p[1] = FromF<T>(x2 * c[0] + x1 * s[0]);
+        const float x1 = ToFloat(p[0]), x2 = ToFloat(p[1]);
+        p[0] = FromFloat<T>(x1 * c[0] - x2 * s[0]);
+        p[1] = FromFloat<T>(x2 * c[0] + x1 * s[0]);
       } else {
         RopePack<T, 2 * kV>* p = reinterpret_cast<RopePack<T, 2 * kV>*>(x + 2 * i0);
         RopePack<T, 2 * kV> a = *p;
 #pragma unroll
         for (int j = 0; j < kV; ++j) {
-          const float x1 = ToF(a.v[2 * j]), x2 = ToF(a.v[2 * j + 1]);
-          a.v[2 * j] = FromF<T>(x1 * c[j] - x2 * s[j]);
-          a.v[2 * j + 1] = FromF<T>(x2 * c[j] + x1 * s[j]);
+          const float x1 = ToFloat(a.v[2 * j]), x2 = ToFloat(a.v[2 * j + 1]);
+          a.v[2 * j] = FromFloat<T>(x1 * c[j] - x2 * s[j]);
+          a.v[2 * j + 1] = FromFloat<T>(x2 * c[j] + x1 * s[j]);
         }
         *p = a;
       }

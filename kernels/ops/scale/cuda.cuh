@@ -24,7 +24,7 @@ __global__ void ScaleVecKernel(const Vec16<T>* __restrict__ x, Vec16<T>* __restr
        i += int64_t{gridDim.x} * blockDim.x) {
     Vec16<T> v = x[i];
 #pragma unroll
-    for (int k = 0; k < Vec16<T>::kN; ++k) v.v[k] = FromF<T>(ToF(v.v[k]) * f);
+    for (int k = 0; k < Vec16<T>::kN; ++k) v.v[k] = FromFloat<T>(ToFloat(v.v[k]) * f);
     y[i] = v;
   }
 }
@@ -33,7 +33,7 @@ template <typename T>
 __global__ void ScaleScalarKernel(const T* x, T* y, int64_t n, float f) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
-    y[i] = FromF<T>(ToF(x[i]) * f);
+    y[i] = FromFloat<T>(ToFloat(x[i]) * f);
 }
 
 // y[0, n) = x[0, n) * f on `stream`; y may equal x. sm_count sizes the grid.

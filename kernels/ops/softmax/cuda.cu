@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kRegThreads) SoftmaxRegKernel(const T* __restr
       if (u < units) {
         const SmPack<T, N> p = xr[u];
 #pragma unroll
-        for (int j = 0; j < N; ++j) v[i][j] = ToF(p.v[j]);
+        for (int j = 0; j < N; ++j) v[i][j] = ToFloat(p.v[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < N; ++j) v[i][j] = -INFINITY;
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(1024) SoftmaxStreamKernel(const T* __restrict_
       float pm = -INFINITY;
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        v[j] = ToF(p.v[j]);
+        v[j] = ToFloat(p.v[j]);
         pm = fmaxf(pm, v[j]);
       }
       if (pm == -INFINITY) continue;  // contributes nothing
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(1024) SoftmaxStreamKernel(const T* __restrict_
       const SmPack<T, N> p = xr[u];
       float v[N];
 #pragma unroll
-      for (int j = 0; j < N; ++j) v[j] = __expf((ToF(p.v[j]) - m) * scale) * inv;
+      for (int j = 0; j < N; ++j) v[j] = __expf((ToFloat(p.v[j]) - m) * scale) * inv;
       StoreFloats<N>(yr + u * N, v);
     }
   }
