@@ -1,10 +1,9 @@
 // GPU kernel benchmark: every op x dtype x shape through the registry's
 // implementations (the shapes each op registered, OpDef::bench; requests
-// prepared by the library's call path, kerneld/call.h), timed with CUDA events (warm-up, median of many, optional
-// L2 flush between runs), reported as time, GB/s of the bytes that must
-// move (inputs read once, outputs written once) or TFLOP/s, and the ratio
-// to a reference measured in the same run: a device-to-device copy of the
-// same bytes (memory-bound ops) or cuBLAS (gemm).
+// prepared by the library's call path, kerneld/call.h), timed with CUDA events (warm-up, median of
+// many, optional L2 flush between runs), reported as time, GB/s of the bytes that must move (inputs
+// read once, outputs written once) or TFLOP/s, and the ratio to a reference measured in the same
+// run: a device-to-device copy of the same bytes (memory-bound ops) or cuBLAS (gemm).
 //
 //   build/bench/kernel_bench [--flush-l2 | --flush-l2-clean] [--reps N] [--ops a,b] [--shapes
 //   decode,mid,large]

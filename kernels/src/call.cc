@@ -59,14 +59,16 @@ Status CheckAliasing(const KernelContext& ctx) {
       const TensorView& in = ctx.inputs[j];
       if (!o.Overlaps(in)) continue;
       if (od.may_alias == op.inputs[j].name && o.SameMemory(in)) continue;
-      return InvalidArgument(op.name + ": output '" + od.name + "' overlaps input '" + op.inputs[j].name +
-                             "' in its buffer" +
-                             (od.may_alias == op.inputs[j].name ? " without covering exactly the same bytes"
-                                                                : "; this op cannot write over that input"));
+      return InvalidArgument(op.name + ": output '" + od.name + "' overlaps input '" +
+                             op.inputs[j].name + "' in its buffer" +
+                             (od.may_alias == op.inputs[j].name
+                                  ? " without covering exactly the same bytes"
+                                  : "; this op cannot write over that input"));
     }
     for (size_t j = 0; j < i; ++j)
       if (o.Overlaps(ctx.outputs[j]))
-        return InvalidArgument(op.name + ": outputs '" + op.outputs[j].name + "' and '" + od.name + "' overlap");
+        return InvalidArgument(op.name + ": outputs '" + op.outputs[j].name + "' and '" + od.name +
+                               "' overlap");
   }
   return Status::Ok();
 }

@@ -14,10 +14,14 @@ namespace kerneld {
 
 std::string_view AttrTypeName(AttrType t) {
   switch (t) {
-    case AttrType::kFloat: return "float";
-    case AttrType::kInt: return "int";
-    case AttrType::kBool: return "bool";
-    case AttrType::kString: return "string";
+    case AttrType::kFloat:
+      return "float";
+    case AttrType::kInt:
+      return "int";
+    case AttrType::kBool:
+      return "bool";
+    case AttrType::kString:
+      return "string";
   }
   return "?";
 }
@@ -306,7 +310,7 @@ namespace {
 struct Pending {
   std::map<std::string, OpDefineFn> ops;
   std::multimap<std::string, std::pair<std::string, ImplDefineFn>> impls;  // id -> (file, fn)
-  std::set<std::string> backends;  // KERNELD_BACKEND
+  std::set<std::string> backends;                                          // KERNELD_BACKEND
 };
 Pending& PendingRegistrations() {
   static Pending* p = new Pending();  // never destroyed: registrars may outlive main
@@ -329,7 +333,9 @@ ImplRegistrar::ImplRegistrar(const char* op_id, const char* file, ImplDefineFn f
   PendingRegistrations().impls.emplace(op_id, std::make_pair(std::string(file), fn));
 }
 
-BackendRegistrar::BackendRegistrar(const char* name) { PendingRegistrations().backends.insert(name); }
+BackendRegistrar::BackendRegistrar(const char* name) {
+  PendingRegistrations().backends.insert(name);
+}
 
 std::vector<std::string> OpRegistry::KnownBackends() const {
   std::set<std::string> s(PendingRegistrations().backends);
@@ -361,7 +367,8 @@ OpRegistry& OpRegistry::Global() {
 
 Status OpRegistry::Register(OpDef op) {
   if (op.name.empty()) return InvalidArgument("op without a name");
-  if (ops_.count(op.name)) return {StatusCode::kAlreadyExists, "op '" + op.name + "' registered twice"};
+  if (ops_.count(op.name))
+    return {StatusCode::kAlreadyExists, "op '" + op.name + "' registered twice"};
   std::set<std::string> seen;
   for (const auto& i : op.impls)
     if (!seen.insert(i.backend).second)

@@ -6,8 +6,8 @@
 
 namespace kerneld {
 
-bool Reference(const std::string& op, const HostTensors& in, const AttrMap& attrs,
-               HostTensors* out, std::string* error) {
+bool Reference(const std::string& op, const HostTensors& in, const AttrMap& attrs, HostTensors* out,
+               std::string* error) {
   const OpDef* def = OpRegistry::Global().Find(op);
   if (def == nullptr || !def->reference) {
     *error = "no host reference for op '" + op + "'";
@@ -71,9 +71,15 @@ Comparison Compare(const std::vector<double>& got, const std::vector<double>& re
 
 void Tolerance(DType dt, double* rtol, double* atol) {
   switch (dt) {
-    case DType::kFloat16: *rtol = *atol = 1e-3; break;
-    case DType::kBFloat16: *rtol = *atol = 1e-2; break;
-    default: *rtol = *atol = 1e-5; break;
+    case DType::kFloat16:
+      *rtol = *atol = 1e-3;
+      break;
+    case DType::kBFloat16:
+      *rtol = *atol = 1e-2;
+      break;
+    default:
+      *rtol = *atol = 1e-5;
+      break;
   }
 }
 

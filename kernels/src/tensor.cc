@@ -4,9 +4,7 @@
 
 namespace kerneld {
 
-std::string_view DeviceKindName(DeviceKind k) {
-  return k == DeviceKind::kCuda ? "cuda" : "cpu";
-}
+std::string_view DeviceKindName(DeviceKind k) { return k == DeviceKind::kCuda ? "cuda" : "cpu"; }
 
 std::string Device::ToString() const {
   if (kind == DeviceKind::kCpu) return "cpu";

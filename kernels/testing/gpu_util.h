@@ -75,13 +75,14 @@ inline OpRun RunOnCuda(const std::string& op_name, const HostTensors& inputs, co
   std::vector<OutputSpec> specs;
   r.status = PrepareInputs(ctx, &specs);
   if (r.status.ok())
-    r.status = LayOutOutputs(specs, alias,
-                             [&](const OutputSpec&, int64_t bytes) {
-                               void* p = dev_alloc(static_cast<size_t>(bytes));
-                               cudaMemset(p, 0xff, static_cast<size_t>(bytes));
-                               return p;
-                             },
-                             &ctx);
+    r.status = LayOutOutputs(
+        specs, alias,
+        [&](const OutputSpec&, int64_t bytes) {
+          void* p = dev_alloc(static_cast<size_t>(bytes));
+          cudaMemset(p, 0xff, static_cast<size_t>(bytes));
+          return p;
+        },
+        &ctx);
   if (r.status.ok()) {
     r.status = Call(*impl, ctx);
     cudaError_t e = cudaStreamSynchronize(stream);
@@ -108,13 +109,13 @@ inline OpRun RunOnCuda(const std::string& op_name, const HostTensors& inputs, co
 }  // namespace kerneld::testing
 
 // Use in one .cc/.cu per gpu test binary: KERNELD_GPU_TEST_MAIN()
-#define KERNELD_GPU_TEST_MAIN()                                                   \
-  int main(int argc, char** argv) {                                               \
-    std::string why;                                                              \
-    if (!kerneld::testing::HaveGpu(&why)) {                                       \
-      std::printf("SKIPPED: no GPU on this machine (%s)\n", why.c_str());         \
-      return 77;                                                                  \
-    }                                                                             \
-    ::testing::InitGoogleTest(&argc, argv);                                       \
-    return RUN_ALL_TESTS();                                                       \
+#define KERNELD_GPU_TEST_MAIN()                                           \
+  int main(int argc, char** argv) {                                       \
+    std::string why;                                                      \
+    if (!kerneld::testing::HaveGpu(&why)) {                               \
+      std::printf("SKIPPED: no GPU on this machine (%s)\n", why.c_str()); \
+      return 77;                                                          \
+    }                                                                     \
+    ::testing::InitGoogleTest(&argc, argv);                               \
+    return RUN_ALL_TESTS();                                               \
   }

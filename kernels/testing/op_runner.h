@@ -12,13 +12,12 @@
 #include <vector>
 
 #include "kerneld/call.h"
-#include "kerneld/op.h"
-#include "kerneld/thread_pool.h"
 #include "kerneld/host_tensor.h"
+#include "kerneld/op.h"
 #include "kerneld/reference.h"
+#include "kerneld/thread_pool.h"
 
 namespace kerneld::testing {
-
 
 // Host bytes for one tensor, 64-byte aligned, with room for an offset.
 struct HostBuffer {
@@ -69,7 +68,8 @@ inline OpRun RunOnCpu(const std::string& op_name, const HostTensors& inputs, con
     auto it = inputs.find(op->inputs[i].name);
     if (it == inputs.end()) continue;
     std::string bytes = Encode(it->second.dtype, it->second.values);
-    bufs.push_back(std::make_unique<HostBuffer>(bytes.size(), NaturalMisalign(misalign, it->second.dtype)));
+    bufs.push_back(
+        std::make_unique<HostBuffer>(bytes.size(), NaturalMisalign(misalign, it->second.dtype)));
     std::memcpy(bufs.back()->data, bytes.data(), bytes.size());
     TensorView& v = ctx.inputs[i];
     v.data = bufs.back()->data;
@@ -79,14 +79,15 @@ inline OpRun RunOnCpu(const std::string& op_name, const HostTensors& inputs, con
   std::vector<OutputSpec> specs;
   r.status = PrepareInputs(ctx, &specs);
   if (!r.status.ok()) return r;
-  r.status = LayOutOutputs(specs, alias,
-                           [&](const OutputSpec& spec, int64_t bytes) {
-                             bufs.push_back(std::make_unique<HostBuffer>(
-                                 static_cast<size_t>(bytes), NaturalMisalign(misalign, spec.dtype)));
-                             Poison(bufs.back()->data, bufs.back()->bytes);
-                             return static_cast<void*>(bufs.back()->data);
-                           },
-                           &ctx);
+  r.status = LayOutOutputs(
+      specs, alias,
+      [&](const OutputSpec& spec, int64_t bytes) {
+        bufs.push_back(std::make_unique<HostBuffer>(static_cast<size_t>(bytes),
+                                                    NaturalMisalign(misalign, spec.dtype)));
+        Poison(bufs.back()->data, bufs.back()->bytes);
+        return static_cast<void*>(bufs.back()->data);
+      },
+      &ctx);
   if (!r.status.ok()) return r;
   r.status = Call(*impl, ctx);
   if (!r.status.ok()) return r;
@@ -95,7 +96,8 @@ inline OpRun RunOnCpu(const std::string& op_name, const HostTensors& inputs, con
     HostTensor t;
     t.dtype = v.dtype;
     t.shape = v.shape;
-    Decode(v.dtype, std::string(static_cast<const char*>(v.raw()), static_cast<size_t>(v.nbytes())), &t.values);
+    Decode(v.dtype, std::string(static_cast<const char*>(v.raw()), static_cast<size_t>(v.nbytes())),
+           &t.values);
     r.outputs[op->outputs[i].name] = std::move(t);
   }
   return r;
@@ -120,10 +122,11 @@ inline std::string CheckAgainstReference(const std::string& op, const HostTensor
     auto c = Compare(it->second.values, want.values, rtol, atol);
     if (c.mismatches) {
       auto i = static_cast<size_t>(c.first_bad);
-      return name + ": " + std::to_string(c.mismatches) + " of " + std::to_string(want.values.size()) +
-             " elements off (first at " + std::to_string(i) + ": got " +
-             std::to_string(i < it->second.values.size() ? it->second.values[i] : NAN) + ", want " +
-             std::to_string(want.values[i]) + "; max abs err " + std::to_string(c.max_abs_err) + ")";
+      return name + ": " + std::to_string(c.mismatches) + " of " +
+             std::to_string(want.values.size()) + " elements off (first at " + std::to_string(i) +
+             ": got " + std::to_string(i < it->second.values.size() ? it->second.values[i] : NAN) +
+             ", want " + std::to_string(want.values[i]) + "; max abs err " +
+             std::to_string(c.max_abs_err) + ")";
     }
   }
   return "";

@@ -43,8 +43,7 @@ inline const std::vector<std::string>& NormOps() {
 }
 
 inline const std::vector<std::string>& ActOps() {
-  static const std::vector<std::string> v = {"silu_and_mul", "gelu_and_mul",
-                                             "gelu_tanh_and_mul"};
+  static const std::vector<std::string> v = {"silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"};
   return v;
 }
 
@@ -64,9 +63,9 @@ inline std::string CompareRuns(const OpRun& want, const OpRun& got, double rtol 
     if (atol >= 0) at = atol;
     auto c = Compare(it->second.values, w.values, rt, at);
     if (c.mismatches)
-      return name + ": " + std::to_string(c.mismatches) + " of " +
-             std::to_string(w.values.size()) + " elements differ (first at " +
-             std::to_string(c.first_bad) + "; max abs err " + std::to_string(c.max_abs_err) + ")";
+      return name + ": " + std::to_string(c.mismatches) + " of " + std::to_string(w.values.size()) +
+             " elements differ (first at " + std::to_string(c.first_bad) + "; max abs err " +
+             std::to_string(c.max_abs_err) + ")";
   }
   return "";
 }

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kerneld/host_tensor.h"
@@ -40,11 +40,11 @@ inline std::vector<double> SkewedRow(int64_t v, std::mt19937_64& rng) {
   return p;
 }
 
-
 // top_k_top_p_sampling's documented support: p_j > 0, fewer than top_k tokens larger than p_j
 // (top_k = 0: off) and less than top_p of the row's mass above it (top_p = 1:
 // off). Computed in double from the float32 probabilities.
-inline std::vector<bool> SamplingSupport(const std::vector<double>& p, int64_t top_k, double top_p) {
+inline std::vector<bool> SamplingSupport(const std::vector<double>& p, int64_t top_k,
+                                         double top_p) {
   const size_t v = p.size();
   std::vector<double> sorted(p);
   std::sort(sorted.begin(), sorted.end(), std::greater<double>());
@@ -55,10 +55,12 @@ inline std::vector<bool> SamplingSupport(const std::vector<double>& p, int64_t t
   for (size_t j = 0; j < v; ++j) {
     if (!(p[j] > 0)) continue;
     // Tokens strictly larger: the prefix of `sorted` before the first == p[j].
-    const size_t above = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), p[j], std::greater<double>()) -
-                                             sorted.begin());
+    const size_t above = static_cast<size_t>(
+        std::lower_bound(sorted.begin(), sorted.end(), p[j], std::greater<double>()) -
+        sorted.begin());
     const double mass = prefix[above];
-    keep[j] = (top_k <= 0 || static_cast<int64_t>(above) < top_k) && (top_p >= 1 || mass < top_p * total);
+    keep[j] =
+        (top_k <= 0 || static_cast<int64_t>(above) < top_k) && (top_p >= 1 || mass < top_p * total);
   }
   return keep;
 }
@@ -74,12 +76,13 @@ inline std::string CheckSupport(const std::vector<double>& samples, const std::v
 }
 
 struct DistributionCheck {
-  double cosine = 0;   // between the empirical and expected frequency vectors
-  double max_z = 0;    // largest |count - n p| / sqrt(n p (1 - p)) over the bins
+  double cosine = 0;  // between the empirical and expected frequency vectors
+  double max_z = 0;   // largest |count - n p| / sqrt(n p (1 - p)) over the bins
 };
 
 // Compares the histogram of `samples` with p restricted to `keep`, renormalized.
-inline DistributionCheck CompareDistribution(const std::vector<double>& samples, const std::vector<double>& p,
+inline DistributionCheck CompareDistribution(const std::vector<double>& samples,
+                                             const std::vector<double>& p,
                                              const std::vector<bool>& keep) {
   std::vector<double> counts(p.size(), 0.0), want(p.size(), 0.0);
   double mass = 0;
@@ -96,8 +99,10 @@ inline DistributionCheck CompareDistribution(const std::vector<double>& samples,
     nc += counts[j] * counts[j];
     nw += want[j] * want[j];
     const double var = n * want[j] * (1 - want[j]);
-    if (var > 0) c.max_z = std::max(c.max_z, std::fabs(counts[j] - n * want[j]) / std::sqrt(var));
-    else if (counts[j] > 0) c.max_z = INFINITY;  // a sample where none may land
+    if (var > 0)
+      c.max_z = std::max(c.max_z, std::fabs(counts[j] - n * want[j]) / std::sqrt(var));
+    else if (counts[j] > 0)
+      c.max_z = INFINITY;  // a sample where none may land
   }
   c.cosine = dot / std::sqrt(nc * nw);
   return c;

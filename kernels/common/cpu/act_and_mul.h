@@ -3,9 +3,8 @@
 // float32, rounded once to the dtype. x's rows are [gate (d) | up (d)].
 #pragma once
 
-#include <cstdint>
-
 #include <algorithm>
+#include <cstdint>
 
 #include "common/activation_math.h"
 #include "common/cpu/convert.h"
@@ -14,7 +13,6 @@
 #include "kerneld/thread_pool.h"
 
 namespace kerneld::cpu {
-
 
 // Rows [r0, r1): both halves of a row go to float32 a block at a time.
 template <typename T, typename Act>

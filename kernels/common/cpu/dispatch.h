@@ -13,9 +13,12 @@ namespace kerneld::cpu {
 template <typename Fn>
 Status DispatchFloating(DType dt, const char* op, Fn&& fn) {
   switch (dt) {
-    case DType::kFloat16: return fn(Half{});
-    case DType::kBFloat16: return fn(BFloat16{});
-    case DType::kFloat32: return fn(float{});
+    case DType::kFloat16:
+      return fn(Half{});
+    case DType::kBFloat16:
+      return fn(BFloat16{});
+    case DType::kFloat32:
+      return fn(float{});
     default:
       return InvalidArgument(std::string(op) + ": cpu backend has no " +
                              std::string(DTypeName(dt)) + " kernel");

@@ -2,10 +2,9 @@
 // sums, row grain, the weight in float32, the rms scale, the rows of x.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-
-#include <algorithm>
 #include <vector>
 
 #include "common/cpu/convert.h"

@@ -12,13 +12,11 @@
 
 namespace kerneld::cuda {
 
-
 // y never overlaps x (the output is half x's size and the server rejects
 // overlapping outputs), so both are __restrict__.
 template <typename T, int N, typename Act>
-__global__ void __launch_bounds__(256)
-    ActAndMulKernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t units,
-                    Act act) {
+__global__ void __launch_bounds__(256) ActAndMulKernel(const T* __restrict__ x, T* __restrict__ y,
+                                                       int64_t rows, int64_t units, Act act) {
   using P = Pack<T, N>;
   for (int64_t row = int64_t{blockIdx.x} * blockDim.y + threadIdx.y; row < rows;
        row += int64_t{gridDim.x} * blockDim.y) {
@@ -37,8 +35,8 @@ __global__ void __launch_bounds__(256)
 }
 
 template <typename T, int N, typename Act>
-Status Launch(const KernelContext& ctx, const char* name, const T* x, T* y, int64_t rows,
-              int64_t d, Act act) {
+Status Launch(const KernelContext& ctx, const char* name, const T* x, T* y, int64_t rows, int64_t d,
+              Act act) {
   const int64_t units = d / N;
   // 256 threads: a power of two up to 256 across the row, the rest across rows.
   int tpr = 1;
@@ -46,8 +44,9 @@ Status Launch(const KernelContext& ctx, const char* name, const T* x, T* y, int6
   const int rpb = 256 / tpr;
   const int64_t blocks = (rows + rpb - 1) / rpb;
   const auto grid = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 30));
-  ActAndMulKernel<T, N, Act><<<grid, dim3(static_cast<unsigned>(tpr), static_cast<unsigned>(rpb)),
-                               0, StreamOf(ctx)>>>(x, y, rows, units, act);
+  ActAndMulKernel<T, N, Act>
+      <<<grid, dim3(static_cast<unsigned>(tpr), static_cast<unsigned>(rpb)), 0, StreamOf(ctx)>>>(
+          x, y, rows, units, act);
   return CheckLaunch(name);
 }
 

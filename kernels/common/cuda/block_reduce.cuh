@@ -37,15 +37,21 @@ __device__ __forceinline__ T WarpMin(T v) {
 
 struct SumOp {
   template <typename T>
-  __device__ __forceinline__ T Warp(T v) const { return WarpSum(v); }
+  __device__ __forceinline__ T Warp(T v) const {
+    return WarpSum(v);
+  }
 };
 struct MaxOp {
   template <typename T>
-  __device__ __forceinline__ T Warp(T v) const { return WarpMax(v); }
+  __device__ __forceinline__ T Warp(T v) const {
+    return WarpMax(v);
+  }
 };
 struct MinOp {
   template <typename T>
-  __device__ __forceinline__ T Warp(T v) const { return WarpMin(v); }
+  __device__ __forceinline__ T Warp(T v) const {
+    return WarpMin(v);
+  }
 };
 
 // Reduces v over the block with op; `identity` fills the unused lanes of
@@ -64,11 +70,17 @@ __device__ __forceinline__ T Reduce(T v, T identity, T* scratch, Op op) {
 }
 
 template <typename T>
-__device__ __forceinline__ T Sum(T v, T* scratch) { return Reduce(v, T(0), scratch, SumOp{}); }
+__device__ __forceinline__ T Sum(T v, T* scratch) {
+  return Reduce(v, T(0), scratch, SumOp{});
+}
 template <typename T>
-__device__ __forceinline__ T Max(T v, T identity, T* scratch) { return Reduce(v, identity, scratch, MaxOp{}); }
+__device__ __forceinline__ T Max(T v, T identity, T* scratch) {
+  return Reduce(v, identity, scratch, MaxOp{});
+}
 template <typename T>
-__device__ __forceinline__ T Min(T v, T identity, T* scratch) { return Reduce(v, identity, scratch, MinOp{}); }
+__device__ __forceinline__ T Min(T v, T identity, T* scratch) {
+  return Reduce(v, identity, scratch, MinOp{});
+}
 
 // Exclusive prefix sum of v in thread order; *total gets the block's sum.
 __device__ __forceinline__ float ExclusiveScan(float v, float* scratch, float* total) {

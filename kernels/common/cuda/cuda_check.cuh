@@ -20,9 +20,7 @@ inline Status CudaStatus(cudaError_t err, const char* what) {
 }
 
 // After a launch: configuration errors show at once; faults show at sync.
-inline Status CheckLaunch(const char* op) {
-  return CudaStatus(cudaGetLastError(), op);
-}
+inline Status CheckLaunch(const char* op) { return CudaStatus(cudaGetLastError(), op); }
 
 inline cudaStream_t StreamOf(const KernelContext& ctx) {
   return static_cast<cudaStream_t>(ctx.stream);

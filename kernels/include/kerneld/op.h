@@ -228,8 +228,8 @@ struct OpDef {
   std::vector<ImplDef> impls;
   std::vector<CheckFn> checks;  // extra validation after shape matching
   std::vector<std::pair<std::string, std::string>> same_dtype;  // input pairs
-  ReferenceFn reference;  // empty: no deterministic reference
-  BenchSpec bench;        // bench.shapes empty: kernel_bench skips the op
+  ReferenceFn reference;                                        // empty: no deterministic reference
+  BenchSpec bench;  // bench.shapes empty: kernel_bench skips the op
 
   explicit OpDef(std::string n) : name(std::move(n)) {}
 
@@ -330,17 +330,17 @@ struct BackendRegistrar {
 
 // Defines the op whose folder this file is in; `id` is the op's name (for
 // the test ops, the name without its leading underscore).
-#define KERNELD_OP(id)                                                            \
-  static ::kerneld::OpDef KerneldDefineOp_##id();                                 \
+#define KERNELD_OP(id)                                                                       \
+  static ::kerneld::OpDef KerneldDefineOp_##id();                                            \
   static const ::kerneld::OpRegistrar kerneld_op_registrar_##id(#id, &KerneldDefineOp_##id); \
   static ::kerneld::OpDef KerneldDefineOp_##id()
 
 // Adds one backend's impls to op `id` (the body sees `OpDef& op` and calls
 // op.Impl(...)); `backend` names the registration, one per file.
-#define KERNELD_IMPL(id, backend)                                                       \
-  static void KerneldDefineImpl_##id##_##backend(::kerneld::OpDef& op);                   \
-  static const ::kerneld::ImplRegistrar kerneld_impl_registrar_##id##_##backend(          \
-      #id, __FILE__, &KerneldDefineImpl_##id##_##backend);                                \
+#define KERNELD_IMPL(id, backend)                                                \
+  static void KerneldDefineImpl_##id##_##backend(::kerneld::OpDef& op);          \
+  static const ::kerneld::ImplRegistrar kerneld_impl_registrar_##id##_##backend( \
+      #id, __FILE__, &KerneldDefineImpl_##id##_##backend);                       \
   static void KerneldDefineImpl_##id##_##backend([[maybe_unused]] ::kerneld::OpDef& op)
 
 }  // namespace kerneld

@@ -71,25 +71,19 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string msg) {
   return {StatusCode::kInvalidArgument, std::move(msg)};
 }
-inline Status NotFound(std::string msg) {
-  return {StatusCode::kNotFound, std::move(msg)};
-}
+inline Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
 inline Status FailedPrecondition(std::string msg) {
   return {StatusCode::kFailedPrecondition, std::move(msg)};
 }
-inline Status Internal(std::string msg) {
-  return {StatusCode::kInternal, std::move(msg)};
-}
+inline Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 inline Status ResourceExhausted(std::string msg) {
   return {StatusCode::kResourceExhausted, std::move(msg)};
 }
-inline Status Unavailable(std::string msg) {
-  return {StatusCode::kUnavailable, std::move(msg)};
-}
+inline Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
 
-#define KERNELD_RETURN_IF_ERROR(expr)         \
-  do {                                        \
-    ::kerneld::Status _kerneld_st = (expr);   \
+#define KERNELD_RETURN_IF_ERROR(expr)          \
+  do {                                         \
+    ::kerneld::Status _kerneld_st = (expr);    \
     if (!_kerneld_st.ok()) return _kerneld_st; \
   } while (0)
 

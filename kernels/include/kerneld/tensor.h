@@ -82,9 +82,7 @@ struct TensorView {
   int alignment() const;
   // True when both views cover overlapping bytes.
   bool Overlaps(const TensorView& o) const;
-  bool SameMemory(const TensorView& o) const {
-    return raw() == o.raw() && nbytes() == o.nbytes();
-  }
+  bool SameMemory(const TensorView& o) const { return raw() == o.raw() && nbytes() == o.nbytes(); }
 };
 
 }  // namespace kerneld

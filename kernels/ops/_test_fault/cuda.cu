@@ -18,6 +18,8 @@ Status TestFault(KernelContext& ctx) {
   return CudaStatus(cudaStreamSynchronize(StreamOf(ctx)), "_test_fault");
 }
 
-KERNELD_IMPL(test_fault, cuda) { op.Impl("cuda", TestFault, Requirements::Cuda(0), kPriorityDevice); }
+KERNELD_IMPL(test_fault, cuda) {
+  op.Impl("cuda", TestFault, Requirements::Cuda(0), kPriorityDevice);
+}
 
 }  // namespace kerneld::cuda

@@ -23,11 +23,15 @@ Status TestSleep(KernelContext& ctx) {
   const TensorView& x = ctx.input("x");
   TensorView& y = ctx.output("y");
   if (x.raw() != y.raw())
-    KERNELD_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(y.raw(), x.raw(), static_cast<size_t>(x.nbytes()), cudaMemcpyDeviceToDevice, s), "_test_sleep"));
+    KERNELD_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(y.raw(), x.raw(), static_cast<size_t>(x.nbytes()),
+                                   cudaMemcpyDeviceToDevice, s),
+                   "_test_sleep"));
   return Status::Ok();
 }
 
-KERNELD_IMPL(test_sleep, cuda) { op.Impl("cuda", TestSleep, Requirements::Cuda(70), kPriorityDevice); }
+KERNELD_IMPL(test_sleep, cuda) {
+  op.Impl("cuda", TestSleep, Requirements::Cuda(70), kPriorityDevice);
+}
 
 }  // namespace kerneld::cuda

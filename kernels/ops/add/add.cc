@@ -27,9 +27,10 @@ bool AddReference(const HostTensors& in, const AttrMap&, HostTensors* out, std::
 
 KERNELD_OP(add) {
   OpDef op("add");
-  op.Doc("y = a + b, element-wise; a and b have the same dtype and shape. Accumulate in "
-         "float32, round once to the output dtype (round to nearest even). y may alias a "
-         "(in place).")
+  op.Doc(
+        "y = a + b, element-wise; a and b have the same dtype and shape. Accumulate in "
+        "float32, round once to the output dtype (round to nearest even). y may alias a "
+        "(in place).")
       .Input("a", kFloatingTypes, "[...]", "any shape, contiguous")
       .Input("b", kFloatingTypes, "[...]", "a's dtype and shape, contiguous")
       .Output("y", SameAs("a"), "a's dtype and shape")
@@ -46,7 +47,10 @@ KERNELD_OP(add) {
         return Status::Ok();
       });
   op.Reference(AddReference);
-  op.Bench({[](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"a", {t, h}}, {"b", {t, h}}}; }, {}});
+  op.Bench({[](int64_t t, int64_t h) {
+              return std::map<std::string, Shape>{{"a", {t, h}}, {"b", {t, h}}};
+            },
+            {}});
   return op;
 }
 

@@ -1,13 +1,12 @@
 // add, CPU: y = a + b, in float32, rounded once to the dtype.
-#include <cstdint>
-
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
-#include "kerneld/thread_pool.h"
 #include "kerneld/op.h"
+#include "kerneld/thread_pool.h"
 
 namespace kerneld::cpu {
 

@@ -25,7 +25,8 @@ __global__ void __launch_bounds__(256)
     const Vec16<T> vb = b[i];
     Vec16<T> o;
 #pragma unroll
-    for (int k = 0; k < Vec16<T>::kN; ++k) o.v[k] = FromFloat<T>(ToFloat(va.v[k]) + ToFloat(vb.v[k]));
+    for (int k = 0; k < Vec16<T>::kN; ++k)
+      o.v[k] = FromFloat<T>(ToFloat(va.v[k]) + ToFloat(vb.v[k]));
     y[i] = o;
   }
 }

@@ -1,9 +1,8 @@
 // fused_add_rmsnorm, CPU: one row at a time in float32 (a row buffer per chunk of
 // rows), rounded once to the dtype; rows are split across the pool's threads.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-
-#include <algorithm>
 #include <vector>
 
 #include "common/cpu/row_norm.h"
@@ -58,6 +57,8 @@ Status FusedAddRmsNorm(KernelContext& ctx) {
 
 }  // namespace
 
-KERNELD_IMPL(fused_add_rmsnorm, cpu) { op.Impl("cpu", FusedAddRmsNorm, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(fused_add_rmsnorm, cpu) {
+  op.Impl("cpu", FusedAddRmsNorm, Requirements::Cpu(), kPriorityFallback);
+}
 
 }  // namespace kerneld::cpu

@@ -1,6 +1,6 @@
 // fused_add_rmsnorm, CUDA: the binding of the kernels in ops/rmsnorm/cuda.cuh.
-#include "ops/rmsnorm/cuda.cuh"
 #include "kerneld/op.h"
+#include "ops/rmsnorm/cuda.cuh"
 
 namespace kerneld::cuda {
 
@@ -29,6 +29,8 @@ Status FusedAddRmsNorm(KernelContext& ctx) {
 
 }  // namespace
 
-KERNELD_IMPL(fused_add_rmsnorm, cuda) { op.Impl("cuda", FusedAddRmsNorm, Requirements::Cuda(70), kPriorityDevice); }
+KERNELD_IMPL(fused_add_rmsnorm, cuda) {
+  op.Impl("cuda", FusedAddRmsNorm, Requirements::Cuda(70), kPriorityDevice);
+}
 
 }  // namespace kerneld::cuda

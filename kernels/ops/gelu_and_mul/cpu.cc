@@ -5,8 +5,9 @@
 namespace kerneld::cpu {
 
 KERNELD_IMPL(gelu_and_mul, cpu) {
-  op.Impl("cpu", [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_and_mul", act::Gelu{}); },
-          Requirements::Cpu(), kPriorityFallback);
+  op.Impl(
+      "cpu", [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_and_mul", act::Gelu{}); },
+      Requirements::Cpu(), kPriorityFallback);
 }
 
 }  // namespace kerneld::cpu

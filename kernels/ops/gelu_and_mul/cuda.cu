@@ -24,6 +24,8 @@ Status GeluAndMul(KernelContext& ctx) {
 
 }  // namespace
 
-KERNELD_IMPL(gelu_and_mul, cuda) { op.Impl("cuda", GeluAndMul, Requirements::Cuda(70), kPriorityDevice); }
+KERNELD_IMPL(gelu_and_mul, cuda) {
+  op.Impl("cuda", GeluAndMul, Requirements::Cuda(70), kPriorityDevice);
+}
 
 }  // namespace kerneld::cuda

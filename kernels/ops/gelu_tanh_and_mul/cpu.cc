@@ -5,8 +5,10 @@
 namespace kerneld::cpu {
 
 KERNELD_IMPL(gelu_tanh_and_mul, cpu) {
-  op.Impl("cpu", [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_tanh_and_mul", act::GeluTanh{}); },
-          Requirements::Cpu(), kPriorityFallback);
+  op.Impl(
+      "cpu",
+      [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_tanh_and_mul", act::GeluTanh{}); },
+      Requirements::Cpu(), kPriorityFallback);
 }
 
 }  // namespace kerneld::cpu

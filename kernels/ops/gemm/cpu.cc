@@ -9,8 +9,8 @@
 
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
-#include "kerneld/thread_pool.h"
 #include "kerneld/op.h"
+#include "kerneld/thread_pool.h"
 
 namespace kerneld::cpu {
 
@@ -22,8 +22,8 @@ constexpr int64_t kTileM = 8;
 constexpr int64_t kTileN = 128;
 
 template <typename T>
-void GemmTile(const float* a, const float* b, T* c, int64_t m0, int64_t n0, int64_t m_n, int64_t n_n,
-              int64_t k_n, int64_t n_total, float alpha) {
+void GemmTile(const float* a, const float* b, T* c, int64_t m0, int64_t n0, int64_t m_n,
+              int64_t n_n, int64_t k_n, int64_t n_total, float alpha) {
   float acc[kTileM][kTileN] = {};
   for (int64_t k = 0; k < k_n; ++k) {
     const float* brow = b + k * n_total + n0;
@@ -60,8 +60,9 @@ Status GemmTyped(KernelContext& ctx) {
   if constexpr (std::is_same_v<T, float>) ap = a;
   if (ap == nullptr) {
     af.resize(static_cast<size_t>(m * k));
-    ParallelFor(ctx.pool, m, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(k, 1)),
-                [&](int64_t r0, int64_t r1) { ToFloat(a + r0 * k, af.data() + r0 * k, (r1 - r0) * k); });
+    ParallelFor(
+        ctx.pool, m, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(k, 1)),
+        [&](int64_t r0, int64_t r1) { ToFloat(a + r0 * k, af.data() + r0 * k, (r1 - r0) * k); });
     ap = af.data();
   }
   if constexpr (std::is_same_v<T, float>)
@@ -69,8 +70,9 @@ Status GemmTyped(KernelContext& ctx) {
   if (bp == nullptr) {
     bf.resize(static_cast<size_t>(k * n));
     if (!tb) {
-      ParallelFor(ctx.pool, k, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)),
-                  [&](int64_t r0, int64_t r1) { ToFloat(b + r0 * n, bf.data() + r0 * n, (r1 - r0) * n); });
+      ParallelFor(
+          ctx.pool, k, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)),
+          [&](int64_t r0, int64_t r1) { ToFloat(b + r0 * n, bf.data() + r0 * n, (r1 - r0) * n); });
     } else {
       // b is [N, K]: widen each row of b into a buffer, scatter it as a column.
       ParallelFor(ctx.pool, n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(k, 1)),
@@ -78,7 +80,8 @@ Status GemmTyped(KernelContext& ctx) {
                     std::vector<float> row(static_cast<size_t>(k));
                     for (int64_t r = r0; r < r1; ++r) {
                       ToFloat(b + r * k, row.data(), k);
-                      for (int64_t i = 0; i < k; ++i) bf[static_cast<size_t>(i * n + r)] = row[static_cast<size_t>(i)];
+                      for (int64_t i = 0; i < k; ++i)
+                        bf[static_cast<size_t>(i * n + r)] = row[static_cast<size_t>(i)];
                     }
                   });
     }
@@ -98,7 +101,8 @@ Status GemmTyped(KernelContext& ctx) {
 }  // namespace
 
 Status Gemm(KernelContext& ctx) {
-  return DispatchFloating(ctx.input("a").dtype, "gemm", [&](auto tag) { return GemmTyped<decltype(tag)>(ctx); });
+  return DispatchFloating(ctx.input("a").dtype, "gemm",
+                          [&](auto tag) { return GemmTyped<decltype(tag)>(ctx); });
 }
 
 KERNELD_IMPL(gemm, cpu) { op.Impl("cpu", Gemm, Requirements::Cpu(), kPriorityFallback); }

@@ -21,10 +21,10 @@
 #include <string>
 #include <tuple>
 
-#include "ops/gemm/cublaslt_api.h"
 #include "common/cuda/cuda_check.cuh"
-#include "ops/gemm/cublas.h"
 #include "kerneld/op.h"
+#include "ops/gemm/cublas.h"
+#include "ops/gemm/cublaslt_api.h"
 
 namespace kerneld::cuda {
 
@@ -282,8 +282,8 @@ Status GemmCublas(KernelContext& ctx) {
 // Ranks at kPriorityDevice; the decode kernel outranks it only where
 // measured faster (ops/gemm/cuda.cu, DecodeRankFor).
 KERNELD_IMPL(gemm, cublas) {
-  op.Impl("cublas", GemmCublas,
-          Requirements::Cuda(80).When("libcublasLt loads", CublasUnavailable), kPriorityDevice);
+  op.Impl("cublas", GemmCublas, Requirements::Cuda(80).When("libcublasLt loads", CublasUnavailable),
+          kPriorityDevice);
   op.impls.back().thread_warm_up = WarmUpCublas;
 }
 

@@ -34,7 +34,8 @@ Loaded Load() {
     tried += (tried.empty() ? "" : "; ") + std::string(e ? e : name.c_str());
   }
   if (!lib) {
-    l.error = "cannot load cuBLASLt (" + tried + "); put the CUDA toolkit's lib64 on LD_LIBRARY_PATH";
+    l.error =
+        "cannot load cuBLASLt (" + tried + "); put the CUDA toolkit's lib64 on LD_LIBRARY_PATH";
     return l;
   }
   CublasLtApi& a = l.api;

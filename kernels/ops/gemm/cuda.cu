@@ -30,10 +30,10 @@
 #include <string>
 
 #include "common/cuda/cuda_check.cuh"
-#include "ops/gemm/gemm_decode.cuh"
 #include "common/cuda/launch.cuh"
 #include "common/cuda/vec.cuh"
 #include "kerneld/op.h"
+#include "ops/gemm/gemm_decode.cuh"
 
 namespace kerneld::cuda {
 
@@ -71,8 +71,9 @@ struct Stage {
 // Loads one step of b for this lane; zeros past the warp's k range or the
 // matrix edge (so the FMAs that follow add exact zeros).
 template <typename T, bool kTransB, bool kVec>
-__device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, int64_t n_total, int64_t k_total,
-                                                       int64_t k, int64_t k_end, int64_t n_lane) {
+__device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, int64_t n_total,
+                                                       int64_t k_total, int64_t k, int64_t k_end,
+                                                       int64_t n_lane) {
   constexpr int L = kLoadN<T, kTransB>;
   Stage<T, kTransB> s;
 #pragma unroll
@@ -90,7 +91,8 @@ __device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, 
         }
       } else {
 #pragma unroll
-        for (int e = 0; e < L; ++e) s.p[r].v[e] = (kr < k_end && n_lane + e < n_total) ? p[e] : FromFloat<T>(0.0f);
+        for (int e = 0; e < L; ++e)
+          s.p[r].v[e] = (kr < k_end && n_lane + e < n_total) ? p[e] : FromFloat<T>(0.0f);
       }
     } else {
       // Row n_lane + 32 r of b, k .. k + L - 1.
@@ -105,7 +107,8 @@ __device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, 
         }
       } else {
 #pragma unroll
-        for (int e = 0; e < L; ++e) s.p[r].v[e] = (k + e < k_end && n < n_total) ? p[e] : FromFloat<T>(0.0f);
+        for (int e = 0; e < L; ++e)
+          s.p[r].v[e] = (k + e < k_end && n < n_total) ? p[e] : FromFloat<T>(0.0f);
       }
     }
   }
@@ -114,8 +117,8 @@ __device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, 
 
 // acc[m][j] += a[m][kk ..] . b-step; a_s rows are `slab` floats apart.
 template <typename T, int MT, bool kTransB>
-__device__ __forceinline__ void ComputeStage(const Stage<T, kTransB>& s, const float* a_s, int slab, int kk,
-                                             float (&acc)[MT][kAccN<kTransB>]) {
+__device__ __forceinline__ void ComputeStage(const Stage<T, kTransB>& s, const float* a_s, int slab,
+                                             int kk, float (&acc)[MT][kAccN<kTransB>]) {
   constexpr int L = kLoadN<T, kTransB>;
   float bf[kLoads<kTransB>][L];
 #pragma unroll
@@ -154,8 +157,8 @@ __device__ __forceinline__ void ComputeStage(const Stage<T, kTransB>& s, const f
 template <typename T, int MT, bool kTransB, bool kVec>
 __global__ void __launch_bounds__(kThreads, MT >= 8 ? 1 : 2)
     DecodeGemmKernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
-                     float* __restrict__ partial, int m_total, int64_t n_total, int64_t k_total, int slab,
-                     int warp_k, int m_tiles, float alpha) {
+                     float* __restrict__ partial, int m_total, int64_t n_total, int64_t k_total,
+                     int slab, int warp_k, int m_tiles, float alpha) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   constexpr int TN = kTileN<kTransB>;
@@ -177,7 +180,8 @@ __global__ void __launch_bounds__(kThreads, MT >= 8 ? 1 : 2)
   auto load = [&](int step) {
     // Past the last step: an out-of-range k loads nothing.
     const int64_t k = k0 + wk0 + static_cast<int64_t>(step) * SK;
-    return LoadStage<T, kTransB, kVec>(b, n_total, k_total, step < steps ? k : k_total, k0 + wk1, n_lane);
+    return LoadStage<T, kTransB, kVec>(b, n_total, k_total, step < steps ? k : k_total, k0 + wk1,
+                                       n_lane);
   };
   Stage<T, kTransB> window[kStages];
 #pragma unroll
@@ -188,7 +192,8 @@ __global__ void __launch_bounds__(kThreads, MT >= 8 ? 1 : 2)
   for (int m = warp; m < MT; m += kWarps) {
     const T* src = a + (m0 + m) * k_total + k0;
     const bool row_ok = m0 + m < m_total;
-    for (int kk = lane; kk < slab; kk += 32) smem[m * slab + kk] = row_ok && kk < slab_len ? ToFloat(src[kk]) : 0.0f;
+    for (int kk = lane; kk < slab; kk += 32)
+      smem[m * slab + kk] = row_ok && kk < slab_len ? ToFloat(src[kk]) : 0.0f;
   }
   __syncthreads();
 
@@ -237,9 +242,10 @@ __global__ void __launch_bounds__(kThreads, MT >= 8 ? 1 : 2)
 
 // c = alpha * sum over splits of the partials, in split order.
 template <typename T>
-__global__ void ReduceSplitsKernel(const float* __restrict__ partial, T* __restrict__ c, int64_t mn, int splits,
-                                   float alpha) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mn; i += int64_t{gridDim.x} * blockDim.x) {
+__global__ void ReduceSplitsKernel(const float* __restrict__ partial, T* __restrict__ c, int64_t mn,
+                                   int splits, float alpha) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < mn;
+       i += int64_t{gridDim.x} * blockDim.x) {
     float s = 0.0f;
     for (int k = 0; k < splits; ++k) s += partial[k * mn + i];
     c[i] = FromFloat<T>(alpha * s);
@@ -247,31 +253,36 @@ __global__ void ReduceSplitsKernel(const float* __restrict__ partial, T* __restr
 }
 
 template <typename T, int MT, bool kTransB, bool kVec>
-Status Launch(const KernelContext& ctx, const T* a, const T* b, T* c, int m, int64_t n, int64_t k, float alpha,
-              int m_tiles) {
+Status Launch(const KernelContext& ctx, const T* a, const T* b, T* c, int m, int64_t n, int64_t k,
+              float alpha, int m_tiles) {
   constexpr int TN = kTileN<kTransB>;
   constexpr int SK = kStepK<T, kTransB>;
   auto kernel = DecodeGemmKernel<T, MT, kTransB, kVec>;
   int bps = 0;
   int smem_limit = 0;
-  KERNELD_RETURN_IF_ERROR(decode_gemm::PrepareKernel(kernel, ctx.device.device.index, kSmemBytes, &bps, &smem_limit));
+  KERNELD_RETURN_IF_ERROR(
+      decode_gemm::PrepareKernel(kernel, ctx.device.device.index, kSmemBytes, &bps, &smem_limit));
   const int64_t tiles = (n + TN - 1) / TN * m_tiles;
   const int64_t unit = int64_t{kWarps} * SK;
   const int64_t max_slab = std::max<int64_t>(unit, (smem_limit / 4 / MT) / unit * unit);
   const decode_gemm::SplitPlan plan = decode_gemm::PlanSplits(ctx, k, tiles, SK, max_slab, bps);
   if (plan.splits > 65535 || tiles > INT_MAX)
     return InvalidArgument("gemm: shape too large for the decode kernel (use backend cublas)");
-  const size_t smem = static_cast<size_t>(MT) * static_cast<size_t>(std::max<int64_t>(plan.slab, TN)) * sizeof(float);
+  const size_t smem = static_cast<size_t>(MT) *
+                      static_cast<size_t>(std::max<int64_t>(plan.slab, TN)) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(plan.splits));
-  return decode_gemm::RunSplits(ctx, plan, ctx.input("a").dtype, c, m, n, alpha, [&](float* partial) {
-    kernel<<<grid, kThreads, smem, StreamOf(ctx)>>>(a, b, c, partial, m, n, k, static_cast<int>(plan.slab),
-                                                    static_cast<int>(plan.warp_k), m_tiles, alpha);
-    return CheckLaunch("gemm");
-  });
+  return decode_gemm::RunSplits(ctx, plan, ctx.input("a").dtype, c, m, n, alpha,
+                                [&](float* partial) {
+                                  kernel<<<grid, kThreads, smem, StreamOf(ctx)>>>(
+                                      a, b, c, partial, m, n, k, static_cast<int>(plan.slab),
+                                      static_cast<int>(plan.warp_k), m_tiles, alpha);
+                                  return CheckLaunch("gemm");
+                                });
 }
 
 template <typename T, bool kTransB, bool kVec>
-Status DispatchM(const KernelContext& ctx, const T* a, const T* b, T* c, int m, int64_t n, int64_t k, float alpha) {
+Status DispatchM(const KernelContext& ctx, const T* a, const T* b, T* c, int m, int64_t n,
+                 int64_t k, float alpha) {
   const int m_tiles = (m + 15) / 16;
   if (m <= 1) return Launch<T, 1, kTransB, kVec>(ctx, a, b, c, m, n, k, alpha, 1);
   if (m <= 2) return Launch<T, 2, kTransB, kVec>(ctx, a, b, c, m, n, k, alpha, 1);
@@ -304,9 +315,10 @@ Status GemmDecodeFma(KernelContext& ctx) {
 }
 
 template <typename T>
-Status ReduceSplits(const KernelContext& ctx, const float* partial, void* c, int64_t mn, int splits, float alpha) {
-  ReduceSplitsKernel<T><<<GridFor(ctx, mn, 256), 256, 0, StreamOf(ctx)>>>(partial, static_cast<T*>(c), mn, splits,
-                                                                          alpha);
+Status ReduceSplits(const KernelContext& ctx, const float* partial, void* c, int64_t mn, int splits,
+                    float alpha) {
+  ReduceSplitsKernel<T><<<GridFor(ctx, mn, 256), 256, 0, StreamOf(ctx)>>>(
+      partial, static_cast<T*>(c), mn, splits, alpha);
   return CheckLaunch("gemm: split-K reduction");
 }
 
@@ -337,8 +349,9 @@ Status WorkspacePool(int device, cudaMemPool_t* out) {
     cudaMemPool_t pool = nullptr;
     KERNELD_RETURN_IF_ERROR(CudaStatus(cudaMemPoolCreate(&pool, &props), "gemm: workspace pool"));
     uint64_t retain = kRetainBytes;
-    KERNELD_RETURN_IF_ERROR(CudaStatus(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &retain),
-                                       "gemm: workspace pool threshold"));
+    KERNELD_RETURN_IF_ERROR(
+        CudaStatus(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &retain),
+                   "gemm: workspace pool threshold"));
     it = pools.emplace(device, pool).first;
   }
   *out = it->second;
@@ -347,8 +360,8 @@ Status WorkspacePool(int device, cudaMemPool_t* out) {
 
 }  // namespace
 
-SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int step_k, int64_t max_slab,
-                     int blocks_per_sm) {
+SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int step_k,
+                     int64_t max_slab, int blocks_per_sm) {
   const int64_t slots = int64_t{std::max(ctx.device.sm_count, 1)} * blocks_per_sm;
   const int64_t unit = int64_t{kWarps} * step_k;  // one step per warp
   const int64_t max_splits = std::max<int64_t>(1, (k + unit - 1) / unit);
@@ -360,7 +373,8 @@ SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int ste
   double best = -1;
   for (int64_t s = fewest; s <= std::min(max_splits, fewest + 64); ++s) {
     const int64_t blocks = tiles * s;
-    const double fill = static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
+    const double fill =
+        static_cast<double>(blocks) / static_cast<double>((blocks + slots - 1) / slots * slots);
     if (fill > best + 1e-9) best = fill, splits = s;
     if (fill >= 0.9) break;
   }
@@ -372,28 +386,32 @@ SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int ste
   return p;
 }
 
-Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m, int64_t n,
-                 float alpha, const std::function<Status(float* partial)>& launch) {
+Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m,
+                 int64_t n, float alpha, const std::function<Status(float* partial)>& launch) {
   if (plan.splits <= 1) return launch(nullptr);
   cudaStream_t s = StreamOf(ctx);
-  const size_t bytes = static_cast<size_t>(plan.splits) * static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(plan.splits) * static_cast<size_t>(m) *
+                       static_cast<size_t>(n) * sizeof(float);
   cudaMemPool_t pool = nullptr;
   KERNELD_RETURN_IF_ERROR(WorkspacePool(ctx.device.device.index, &pool));
   float* partial = nullptr;
   if (cudaError_t e = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&partial), bytes, pool, s);
       e != cudaSuccess) {
     cudaGetLastError();
-    return ResourceExhausted("gemm: cannot allocate " + std::to_string(bytes) + " bytes of split-K workspace: " +
-                             cudaGetErrorString(e));
+    return ResourceExhausted("gemm: cannot allocate " + std::to_string(bytes) +
+                             " bytes of split-K workspace: " + cudaGetErrorString(e));
   }
   auto run = [&]() -> Status {
     KERNELD_RETURN_IF_ERROR(launch(partial));
     const int64_t mn = m * n;
     const int splits = static_cast<int>(plan.splits);
     switch (dtype) {
-      case DType::kFloat16: return ReduceSplits<__half>(ctx, partial, c, mn, splits, alpha);
-      case DType::kBFloat16: return ReduceSplits<__nv_bfloat16>(ctx, partial, c, mn, splits, alpha);
-      default: return ReduceSplits<float>(ctx, partial, c, mn, splits, alpha);
+      case DType::kFloat16:
+        return ReduceSplits<__half>(ctx, partial, c, mn, splits, alpha);
+      case DType::kBFloat16:
+        return ReduceSplits<__nv_bfloat16>(ctx, partial, c, mn, splits, alpha);
+      default:
+        return ReduceSplits<float>(ctx, partial, c, mn, splits, alpha);
     }
   };
   const Status st = run();
@@ -422,15 +440,21 @@ Status GemmDecode(KernelContext& ctx) {
   TensorView& c = ctx.output("c");
   const int64_t m = a.dim(0), k = a.dim(1), n = c.dim(1);
   if (m == 0 || n == 0) return Status::Ok();
-  if (m > 32) return InvalidArgument("gemm: the cuda decode kernel takes M <= 32, got " + std::to_string(m));
+  if (m > 32)
+    return InvalidArgument("gemm: the cuda decode kernel takes M <= 32, got " + std::to_string(m));
   if (k == 0)  // an empty sum: c = 0 (all-zero bits in every float type)
-    return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), StreamOf(ctx)), "gemm");
+    return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), StreamOf(ctx)),
+                      "gemm");
   const bool mma = ChooseDecodeKernel(a.dtype, ctx.device.compute_capability) == DecodeKernel::kMma;
   switch (a.dtype) {
-    case DType::kFloat16: return mma ? decode_gemm::GemmDecodeMma(ctx) : GemmDecodeFma<__half>(ctx);
-    case DType::kBFloat16: return mma ? decode_gemm::GemmDecodeMma(ctx) : GemmDecodeFma<__nv_bfloat16>(ctx);
-    case DType::kFloat32: return GemmDecodeFma<float>(ctx);
-    default: return InvalidArgument("gemm: cuda has no " + std::string(DTypeName(a.dtype)) + " kernel");
+    case DType::kFloat16:
+      return mma ? decode_gemm::GemmDecodeMma(ctx) : GemmDecodeFma<__half>(ctx);
+    case DType::kBFloat16:
+      return mma ? decode_gemm::GemmDecodeMma(ctx) : GemmDecodeFma<__nv_bfloat16>(ctx);
+    case DType::kFloat32:
+      return GemmDecodeFma<float>(ctx);
+    default:
+      return InvalidArgument("gemm: cuda has no " + std::string(DTypeName(a.dtype)) + " kernel");
   }
 }
 

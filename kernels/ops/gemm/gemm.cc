@@ -28,11 +28,13 @@ Status CheckB(const OpDef& op, const std::vector<TensorView>& inputs, const Attr
   return st;
 }
 
-bool GemmReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out, std::string* error) {
+bool GemmReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
+                   std::string* error) {
   const HostTensor* a = RefInput(in, "a", "gemm", error);
   const HostTensor* b = RefInput(in, "b", "gemm", error);
   if (!a || !b) return false;
-  if (a->shape.size() != 2 || b->shape.size() != 2) return *error = "gemm: a and b must be matrices", false;
+  if (a->shape.size() != 2 || b->shape.size() != 2)
+    return *error = "gemm: a and b must be matrices", false;
   const bool tb = AttrOr(attrs, "transpose_b", false);
   const double alpha = static_cast<float>(AttrOr(attrs, "alpha", 1.0));
   const int64_t m = a->shape[0], k = a->shape[1], n = tb ? b->shape[0] : b->shape[1];

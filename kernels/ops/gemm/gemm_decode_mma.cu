@@ -36,10 +36,10 @@
 #include <type_traits>
 
 #include "common/cuda/cuda_check.cuh"
-#include "ops/gemm/gemm_decode.cuh"
 #include "common/cuda/launch.cuh"
 #include "common/cuda/vec.cuh"
 #include "kerneld/op.h"
+#include "ops/gemm/gemm_decode.cuh"
 
 namespace kerneld::cuda::decode_gemm {
 

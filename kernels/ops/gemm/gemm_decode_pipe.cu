@@ -18,10 +18,10 @@
 #include <cstdint>
 
 #include "common/cuda/cuda_check.cuh"
-#include "ops/gemm/gemm_decode.cuh"
-#include "ops/gemm/gemm_decode_pipe.cuh"
 #include "common/cuda/launch.cuh"
 #include "kerneld/op.h"
+#include "ops/gemm/gemm_decode.cuh"
+#include "ops/gemm/gemm_decode_pipe.cuh"
 
 namespace kerneld::cuda::decode_gemm {
 

@@ -1,9 +1,8 @@
 // layernorm, CPU: one row at a time in float32 (a row buffer per chunk of
 // rows), rounded once to the dtype; rows are split across the pool's threads.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-
-#include <algorithm>
 #include <vector>
 
 #include "common/cpu/row_norm.h"
@@ -40,10 +39,12 @@ Status LayerNorm(KernelContext& ctx) {
         // Two passes over the cached row: the variance of the centred values
         // does not cancel catastrophically the way E[x^2] - mean^2 does.
         const float mean = LaneSum(h, [&](int64_t i) { return v[i]; }) / fh;
-        const float var = LaneSum(h, [&](int64_t i) {
-                            const float c = v[i] - mean;
-                            return c * c;
-                          }) / fh;
+        const float var = LaneSum(h,
+                                  [&](int64_t i) {
+                                    const float c = v[i] - mean;
+                                    return c * c;
+                                  }) /
+                          fh;
         const float rstd = 1.0f / std::sqrt(var + eps);
         for (int64_t i = 0; i < h; ++i) v[i] = (v[i] - mean) * rstd * gf[i] + bf[i];
         FromFloat(v, yp + r * h, h);

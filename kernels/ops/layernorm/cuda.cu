@@ -94,10 +94,11 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
             const float2 gf = ToFloat2(&g.v[j]);
             const float2 bf = ToFloat2(&b.v[j]);
             FromFloat2(make_float2(fmaf(xf.x - mean, rstd * gf.x, bf.x),
-                               fmaf(xf.y - mean, rstd * gf.y, bf.y)),
-                   &o.v[j]);
+                                   fmaf(xf.y - mean, rstd * gf.y, bf.y)),
+                       &o.v[j]);
           } else {
-            o.v[j] = FromFloat<T>(fmaf(ToFloat(cache[k].v[j]) - mean, rstd * ToFloat(g.v[j]), ToFloat(b.v[j])));
+            o.v[j] = FromFloat<T>(
+                fmaf(ToFloat(cache[k].v[j]) - mean, rstd * ToFloat(g.v[j]), ToFloat(b.v[j])));
           }
         }
         yr[u] = o;
@@ -202,6 +203,8 @@ Status LayerNorm(KernelContext& ctx) {
   });
 }
 
-KERNELD_IMPL(layernorm, cuda) { op.Impl("cuda", LayerNorm, Requirements::Cuda(70), kPriorityDevice); }
+KERNELD_IMPL(layernorm, cuda) {
+  op.Impl("cuda", LayerNorm, Requirements::Cuda(70), kPriorityDevice);
+}
 
 }  // namespace kerneld::cuda

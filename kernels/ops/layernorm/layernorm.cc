@@ -42,9 +42,10 @@ bool LayerNormReference(const HostTensors& in, const AttrMap& attrs, HostTensors
 
 KERNELD_OP(layernorm) {
   OpDef op("layernorm");
-  op.Doc("Layer norm over the last dim: y = (x - mean(x)) * rsqrt(var(x) + eps) * gamma + beta, "
-         "var the biased (population) variance, computed from the centred values. Accumulate "
-         "in float32, round once to the output dtype. y may alias x (in place).")
+  op.Doc(
+        "Layer norm over the last dim: y = (x - mean(x)) * rsqrt(var(x) + eps) * gamma + beta, "
+        "var the biased (population) variance, computed from the centred values. Accumulate "
+        "in float32, round once to the output dtype. y may alias x (in place).")
       .Input("x", kFloatingTypes, "[..., hidden_size]", "rows of hidden_size, contiguous")
       .Input("gamma", kFloatingTypes, "[hidden_size]", "x's dtype")
       .Input("beta", kFloatingTypes, "[hidden_size]", "x's dtype")
@@ -55,8 +56,9 @@ KERNELD_OP(layernorm) {
       .AttrWithDefault("eps", AttrType::kFloat, 1e-5, "added to the variance before the rsqrt");
   op.Reference(LayerNormReference);
   op.Bench({[](int64_t t, int64_t h) {
-    return std::map<std::string, Shape>{{"x", {t, h}}, {"gamma", {h}}, {"beta", {h}}};
-  }, {}});
+              return std::map<std::string, Shape>{{"x", {t, h}}, {"gamma", {h}}, {"beta", {h}}};
+            },
+            {}});
   return op;
 }
 

@@ -29,41 +29,47 @@ Status MinPSampling(KernelContext& ctx) {
     for (int64_t i = 0; i < v; ++i) {
       const float x = p[r * v + i];
       if (!std::isfinite(x) || x < 0)
-        return InvalidArgument("min_p_sampling: probs[" + std::to_string(r) + ", " + std::to_string(i) +
-                               "] = " + std::to_string(x) + " is not a finite non-negative probability");
+        return InvalidArgument("min_p_sampling: probs[" + std::to_string(r) + ", " +
+                               std::to_string(i) + "] = " + std::to_string(x) +
+                               " is not a finite non-negative probability");
       total += x;
     }
     if (!(total > 0))
-      return InvalidArgument("min_p_sampling: probs row " + std::to_string(r) + " has no positive mass");
+      return InvalidArgument("min_p_sampling: probs row " + std::to_string(r) +
+                             " has no positive mass");
   }
-  ParallelFor(ctx.pool, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* row = p + r * v;
-      const float t = min_p * *std::max_element(row, row + v);
-      auto kept = [&](int64_t i) { return row[i] > 0 && row[i] >= t; };
-      double mass = 0;
-      for (int64_t i = 0; i < v; ++i)
-        if (kept(i)) mass += row[i];
-      const double u = Uniform(seed, static_cast<uint64_t>(r)) * mass;
-      int64_t pick = -1, last = -1;
-      double cum = 0;
-      for (int64_t i = 0; i < v; ++i) {
-        if (!kept(i)) continue;
-        last = i;
-        cum += row[i];
-        if (cum > u) {
-          pick = i;
-          break;
-        }
-      }
-      samples[r] = static_cast<int32_t>(pick >= 0 ? pick : last);  // last: u rounded up to mass
-    }
-  });
+  ParallelFor(ctx.pool, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  const float* row = p + r * v;
+                  const float t = min_p * *std::max_element(row, row + v);
+                  auto kept = [&](int64_t i) { return row[i] > 0 && row[i] >= t; };
+                  double mass = 0;
+                  for (int64_t i = 0; i < v; ++i)
+                    if (kept(i)) mass += row[i];
+                  const double u = Uniform(seed, static_cast<uint64_t>(r)) * mass;
+                  int64_t pick = -1, last = -1;
+                  double cum = 0;
+                  for (int64_t i = 0; i < v; ++i) {
+                    if (!kept(i)) continue;
+                    last = i;
+                    cum += row[i];
+                    if (cum > u) {
+                      pick = i;
+                      break;
+                    }
+                  }
+                  samples[r] =
+                      static_cast<int32_t>(pick >= 0 ? pick : last);  // last: u rounded up to mass
+                }
+              });
   return Status::Ok();
 }
 
 }  // namespace
 
-KERNELD_IMPL(min_p_sampling, cpu) { op.Impl("cpu", MinPSampling, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(min_p_sampling, cpu) {
+  op.Impl("cpu", MinPSampling, Requirements::Cpu(), kPriorityFallback);
+}
 
 }  // namespace kerneld::cpu

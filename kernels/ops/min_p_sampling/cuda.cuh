@@ -32,8 +32,8 @@ __device__ __forceinline__ bool Kept(float v, float t) { return v > 0.0f && v >=
 // Within one thread's chunk: the first kept index whose running mass,
 // starting from `run`, exceeds u; the chunk's last kept index when none does
 // (u past the sum by rounding); -1 when the chunk keeps none.
-__device__ __forceinline__ int FindInChunk(const float* row, int64_t begin, int64_t end, float t, float run,
-                                           float u) {
+__device__ __forceinline__ int FindInChunk(const float* row, int64_t begin, int64_t end, float t,
+                                           float run, float u) {
   int last = -1;
   for (int64_t i = begin; i < end; ++i) {
     const float v = row[i];
@@ -45,9 +45,9 @@ __device__ __forceinline__ int FindInChunk(const float* row, int64_t begin, int6
   return last;
 }
 
-__global__ void __launch_bounds__(1024) MinPKernel(const float* __restrict__ probs, int32_t* __restrict__ out,
-                                                   int64_t rows, int64_t vocab, float min_p,
-                                                   unsigned long long seed) {
+__global__ void __launch_bounds__(1024)
+    MinPKernel(const float* __restrict__ probs, int32_t* __restrict__ out, int64_t rows,
+               int64_t vocab, float min_p, unsigned long long seed) {
   namespace bo = blockops;
   __shared__ Scratch sc;
   const int64_t chunk = (vocab + int64_t{blockDim.x} - 1) / int64_t{blockDim.x};
@@ -89,12 +89,13 @@ __global__ void __launch_bounds__(1024) MinPKernel(const float* __restrict__ pro
 }
 
 // samples[r] for r in [0, rows) from probs [rows, vocab] on `stream`.
-inline cudaError_t MinPSampling(const float* probs, int32_t* samples, int64_t rows, int64_t vocab, float min_p,
-                                unsigned long long seed, cudaStream_t stream) {
+inline cudaError_t MinPSampling(const float* probs, int32_t* samples, int64_t rows, int64_t vocab,
+                                float min_p, unsigned long long seed, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   // Chunks of about 16 probabilities a thread, up to 1024 threads a row.
   const int64_t want = (vocab + 15) / 16;
-  const unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((want + 31) / 32 * 32, 32, 1024));
+  const unsigned threads =
+      static_cast<unsigned>(std::clamp<int64_t>((want + 31) / 32 * 32, 32, 1024));
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 30));
   MinPKernel<<<grid, threads, 0, stream>>>(probs, samples, rows, vocab, min_p, seed);
   return cudaGetLastError();

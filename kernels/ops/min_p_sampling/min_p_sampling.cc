@@ -24,7 +24,8 @@ Status CheckMinPAttrs(const OpDef& op, const std::vector<TensorView>&, const Att
   if (vocab == 0 && bind->symbols.at("batch") > 0)
     return InvalidArgument(op.name + ": 'probs' dim 1 ('vocab') is 0; there is no token to sample");
   if (vocab > std::numeric_limits<int32_t>::max())
-    return InvalidArgument(op.name + ": 'probs' dim 1 ('vocab'): at most 2147483647 (int32 samples), got " +
+    return InvalidArgument(op.name +
+                           ": 'probs' dim 1 ('vocab'): at most 2147483647 (int32 samples), got " +
                            std::to_string(vocab));
   return Status::Ok();
 }
@@ -33,23 +34,27 @@ Status CheckMinPAttrs(const OpDef& op, const std::vector<TensorView>&, const Att
 
 KERNELD_OP(min_p_sampling) {
   OpDef op("min_p_sampling");
-  op.Doc("samples[b] = a token drawn from probs[b, :] restricted to the min-p support and "
-         "renormalized. Token j is in the support when p_j > 0 and p_j >= min_p * max(probs[b, :]) "
-         "(the threshold computed in float32; min_p = 0: every positive token). Rows need not sum "
-         "to 1. Deterministic: the same probs, attrs and seed give the same samples on a backend "
-         "(cpu and cuda draw differently; row b uses stream (seed, b), as top_k_top_p_sampling). "
-         "The cpu backend rejects a negative or non-finite probability or a row without mass "
-         "(INVALID_ARGUMENT); the cuda backend ignores negative values and writes -1 for a row "
-         "without positive finite mass.")
+  op.Doc(
+        "samples[b] = a token drawn from probs[b, :] restricted to the min-p support and "
+        "renormalized. Token j is in the support when p_j > 0 and p_j >= min_p * max(probs[b, :]) "
+        "(the threshold computed in float32; min_p = 0: every positive token). Rows need not sum "
+        "to 1. Deterministic: the same probs, attrs and seed give the same samples on a backend "
+        "(cpu and cuda draw differently; row b uses stream (seed, b), as top_k_top_p_sampling). "
+        "The cpu backend rejects a negative or non-finite probability or a row without mass "
+        "(INVALID_ARGUMENT); the cuda backend ignores negative values and writes -1 for a row "
+        "without positive finite mass.")
       .Input("probs", {DType::kFloat32}, "[batch, vocab]", "float32, non-negative")
       .Check(CheckMinPAttrs)
       .Output("samples", ShapeOf("[batch]", DType::kInt32), "int32 token index per row")
       .Attr("min_p", AttrType::kFloat, "keep tokens with p >= min_p * the row's max; in [0, 1]")
-      .AttrWithDefault("seed", AttrType::kInt, int64_t{0}, "random seed; row b uses stream (seed, b)");
+      .AttrWithDefault("seed", AttrType::kInt, int64_t{0},
+                       "random seed; row b uses stream (seed, b)");
   // Random: no float64 reference; the tests check support and distribution.
   // Bench: probabilities around 1 / vocab, never zero.
   BenchSpec bench;
-  bench.shapes = [](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"probs", {t, h}}}; };
+  bench.shapes = [](int64_t t, int64_t h) {
+    return std::map<std::string, Shape>{{"probs", {t, h}}};
+  };
   bench.attrs = {{"min_p", 0.1}, {"seed", int64_t{1}}};
   bench.lo = 0.5;
   bench.hi = 1.5;

@@ -23,10 +23,10 @@ TEST_P(MinPGpuSupportTest, ThousandDrawsStayInSupport) {
   EXPECT_EQ(CheckSupport(gpu.outputs["samples"].values, MinPSupport(row, min_p)), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, MinPGpuSupportTest,
-                         ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097},
-                                                              int64_t{50257}),
-                                            ::testing::Values(0.0, 0.05, 0.3, 1.0), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, MinPGpuSupportTest,
+    ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}, int64_t{50257}),
+                       ::testing::Values(0.0, 0.05, 0.3, 1.0), ::testing::Bool()));
 
 TEST(MinPSamplingGpu, DistributionMatchesRenormalizedProbabilities) {
   std::mt19937_64 rng(7);

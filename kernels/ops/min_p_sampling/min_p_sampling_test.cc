@@ -28,7 +28,8 @@ TEST_P(MinPSupportTest, ThousandDrawsStayInSupport) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, MinPSupportTest,
-                         ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}),
+                         ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127},
+                                                              int64_t{4097}),
                                             ::testing::Values(0.0, 0.05, 0.3, 1.0)));
 
 TEST(MinPSampling, DistributionMatchesRenormalizedProbabilities) {
@@ -71,7 +72,8 @@ TEST(MinPSampling, Errors) {
   EXPECT_EQ(RunOnCpu("min_p_sampling", in, {{"min_p", 1.5}}).status.message(),
             "min_p_sampling: attr 'min_p' must be in [0, 1] (0 turns it off), got 1.5");
   HostTensors neg = {{"probs", Repeat({0.5, -0.5}, 1)}};
-  EXPECT_EQ(RunOnCpu("min_p_sampling", neg, {{"min_p", 0.1}}).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunOnCpu("min_p_sampling", neg, {{"min_p", 0.1}}).status.code(),
+            StatusCode::kInvalidArgument);
   HostTensors zero = {{"probs", Repeat({0.0, 0.0}, 1)}};
   EXPECT_EQ(RunOnCpu("min_p_sampling", zero, {{"min_p", 0.1}}).status.message(),
             "min_p_sampling: probs row 0 has no positive mass");

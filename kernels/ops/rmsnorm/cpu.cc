@@ -1,9 +1,8 @@
 // rmsnorm, CPU: one row at a time in float32 (a row buffer per chunk of
 // rows), rounded once to the dtype; rows are split across the pool's threads.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-
-#include <algorithm>
 #include <vector>
 
 #include "common/cpu/row_norm.h"

@@ -1,6 +1,6 @@
 // rmsnorm, CUDA: the binding of the kernels in ops/rmsnorm/cuda.cuh.
-#include "ops/rmsnorm/cuda.cuh"
 #include "kerneld/op.h"
+#include "ops/rmsnorm/cuda.cuh"
 
 namespace kerneld::cuda {
 

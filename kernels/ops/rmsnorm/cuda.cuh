@@ -10,7 +10,6 @@
 
 namespace kerneld::cuda {
 
-
 // y may alias x (in place): x and y are not __restrict__. Each thread reads
 // its elements before it writes them, and no other thread touches them.
 template <typename T, int N, int kItems>
@@ -136,7 +135,8 @@ __global__ void __launch_bounds__(1024)
         const P wv = wp[u];
         P o;
 #pragma unroll
-        for (int j = 0; j < N; ++j) o.v[j] = FromFloat<T>(s[k][j] * scale * (ToFloat(wv.v[j]) + bias));
+        for (int j = 0; j < N; ++j)
+          o.v[j] = FromFloat<T>(s[k][j] * scale * (ToFloat(wv.v[j]) + bias));
         xo[u] = o;
       }
     }
@@ -212,8 +212,8 @@ Status LaunchRmsNorm(const KernelContext& ctx, const T* x, const T* w, T* y, con
     return CheckLaunch("rmsnorm");
   }
   return DispatchItems<kMaxItems<N>>(p.items, [&](auto items) {
-    RmsNormKernel<T, N, decltype(items)::value><<<p.grid, p.block, 0, s>>>(
-        x, w, y, a.rows, static_cast<int>(units), a.eps, a.bias);
+    RmsNormKernel<T, N, decltype(items)::value>
+        <<<p.grid, p.block, 0, s>>>(x, w, y, a.rows, static_cast<int>(units), a.eps, a.bias);
     return CheckLaunch("rmsnorm");
   });
 }

@@ -13,8 +13,8 @@ namespace kerneld {
 
 // rmsnorm, and fused_add_rmsnorm when `fused`: s = x + residual, residual =
 // round(s), x = rmsnorm(s) from the unrounded s (FlashInfer's order).
-inline bool RmsNormReference(const std::string& op, bool fused, const HostTensors& in, const AttrMap& attrs,
-                      HostTensors* out, std::string* error) {
+inline bool RmsNormReference(const std::string& op, bool fused, const HostTensors& in,
+                             const AttrMap& attrs, HostTensors* out, std::string* error) {
   const HostTensor* x = RefInput(in, "x", op, error);
   const HostTensor* w = RefInput(in, "weight", op, error);
   const HostTensor* r = fused ? RefInput(in, "residual", op, error) : nullptr;

@@ -6,8 +6,8 @@
 
 #include "common/cpu/dispatch.h"
 #include "kerneld/half.h"
-#include "kerneld/thread_pool.h"
 #include "kerneld/op.h"
+#include "kerneld/thread_pool.h"
 
 namespace kerneld::cpu {
 
@@ -54,14 +54,17 @@ Status RopeTyped(KernelContext& ctx) {
   T* qp = q.ptr<T>();
   T* kp = k.ptr<T>();
   const int64_t work = std::max<int64_t>(1, (hq + hk) * rot);
-  ParallelFor(ctx.pool, tokens, std::max<int64_t>(1, kElementwiseGrain / work), [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const float* cos = cs + static_cast<int64_t>(pos[t]) * rot;
-      const float* sin = cos + rot / 2;
-      for (int64_t h = 0; h < hq; ++h) RotateHead(qp + (t * hq + h) * head, cos, sin, rot / 2, neox);
-      for (int64_t h = 0; h < hk; ++h) RotateHead(kp + (t * hk + h) * head, cos, sin, rot / 2, neox);
-    }
-  });
+  ParallelFor(ctx.pool, tokens, std::max<int64_t>(1, kElementwiseGrain / work),
+              [&](int64_t b, int64_t e) {
+                for (int64_t t = b; t < e; ++t) {
+                  const float* cos = cs + static_cast<int64_t>(pos[t]) * rot;
+                  const float* sin = cos + rot / 2;
+                  for (int64_t h = 0; h < hq; ++h)
+                    RotateHead(qp + (t * hq + h) * head, cos, sin, rot / 2, neox);
+                  for (int64_t h = 0; h < hk; ++h)
+                    RotateHead(kp + (t * hk + h) * head, cos, sin, rot / 2, neox);
+                }
+              });
   return Status::Ok();
 }
 

@@ -41,8 +41,8 @@ __device__ __forceinline__ void LoadAngles(const float* p, float* out) {
 
 template <typename T, typename P, int kV, bool kNeox>
 __global__ void RopeKernel(T* __restrict__ q, T* __restrict__ k, const P* __restrict__ positions,
-                           const float* __restrict__ cache, int64_t tokens, int hq, int hk, int head,
-                           int rot, int64_t max_pos) {
+                           const float* __restrict__ cache, int64_t tokens, int hq, int hk,
+                           int head, int rot, int64_t max_pos) {
   const int half = rot / 2;
   const int per_head = half / kV;  // units per head
   const int units = (hq + hk) * per_head;
@@ -98,34 +98,40 @@ __global__ void RopeKernel(T* __restrict__ q, T* __restrict__ k, const P* __rest
 bool AlignedTo(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 template <typename T, typename P>
-Status LaunchRope(const KernelContext& ctx, T* q, T* k, const P* pos, const float* cache, int64_t tokens,
-                  int64_t hq, int64_t hk, int64_t head, int64_t rot, int64_t max_pos, bool neox) {
+Status LaunchRope(const KernelContext& ctx, T* q, T* k, const P* pos, const float* cache,
+                  int64_t tokens, int64_t hq, int64_t hk, int64_t head, int64_t rot,
+                  int64_t max_pos, bool neox) {
   constexpr int kBlock = 256;
   const int64_t half = rot / 2;
   // The vector variant needs whole 4-pair units and every vector access
   // aligned: head rows (head_dim), the sin half (rot/2) and the bases.
   const size_t run = (neox ? 4 : 8) * sizeof(T);
-  const bool vec = half % 4 == 0 && head % (neox ? 4 : 8) == 0 && AlignedTo(q, run) && AlignedTo(k, run) &&
-                   IsAligned16(cache);
+  const bool vec = half % 4 == 0 && head % (neox ? 4 : 8) == 0 && AlignedTo(q, run) &&
+                   AlignedTo(k, run) && IsAligned16(cache);
   const int64_t units = (hq + hk) * (vec ? half / 4 : half);
   if (tokens == 0 || units == 0) return Status::Ok();
   // Few tokens: spread a token's units over several blocks (about two
   // blocks per SM in all); many tokens: one block walks a token's units.
   const int64_t sms = std::max(ctx.device.sm_count, 1);
-  const int64_t split = std::clamp<int64_t>((2 * sms + tokens - 1) / tokens, 1, (units + kBlock - 1) / kBlock);
+  const int64_t split =
+      std::clamp<int64_t>((2 * sms + tokens - 1) / tokens, 1, (units + kBlock - 1) / kBlock);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tokens, int64_t{1} << 30)),
                   static_cast<unsigned>(std::min<int64_t>(split, 65535)));
   cudaStream_t s = StreamOf(ctx);
   const int ihq = static_cast<int>(hq), ihk = static_cast<int>(hk), ihead = static_cast<int>(head),
             irot = static_cast<int>(rot);
   if (vec && neox)
-    RopeKernel<T, P, 4, true><<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
+    RopeKernel<T, P, 4, true>
+        <<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
   else if (vec)
-    RopeKernel<T, P, 4, false><<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
+    RopeKernel<T, P, 4, false>
+        <<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
   else if (neox)
-    RopeKernel<T, P, 1, true><<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
+    RopeKernel<T, P, 1, true>
+        <<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
   else
-    RopeKernel<T, P, 1, false><<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
+    RopeKernel<T, P, 1, false>
+        <<<grid, kBlock, 0, s>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
   return CheckLaunch("rope");
 }
 
@@ -140,21 +146,23 @@ Status RopeTyped(KernelContext& ctx) {
   cudaStream_t s = StreamOf(ctx);
   // In place is the contract; a distinct output gets the input first.
   if (q.raw() != q_in.raw())
-    KERNELD_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(q.raw(), q_in.raw(), static_cast<size_t>(q_in.nbytes()), cudaMemcpyDeviceToDevice, s),
-        "rope: copying q"));
+    KERNELD_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(q.raw(), q_in.raw(), static_cast<size_t>(q_in.nbytes()),
+                                   cudaMemcpyDeviceToDevice, s),
+                   "rope: copying q"));
   if (k.raw() != k_in.raw())
-    KERNELD_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(k.raw(), k_in.raw(), static_cast<size_t>(k_in.nbytes()), cudaMemcpyDeviceToDevice, s),
-        "rope: copying k"));
+    KERNELD_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(k.raw(), k_in.raw(), static_cast<size_t>(k_in.nbytes()),
+                                   cudaMemcpyDeviceToDevice, s),
+                   "rope: copying k"));
   const int64_t head = q_in.dim(2);
   // The kernel indexes a token's (head, pair) units with int.
   if (head > INT32_MAX || (q_in.dim(1) + k_in.dim(1)) * (cache.dim(1) / 2) > INT32_MAX)
     return InvalidArgument("rope: cuda needs (num_q_heads + num_kv_heads) * rot_dim / 2 < 2^31");
   const bool neox = ctx.attr_b("is_neox");
   auto go = [&](auto* p) {
-    return LaunchRope<T>(ctx, q.ptr<T>(), k.ptr<T>(), p, cache.ptr<float>(), q_in.dim(0), q_in.dim(1), k_in.dim(1),
-                         head, cache.dim(1), cache.dim(0), neox);
+    return LaunchRope<T>(ctx, q.ptr<T>(), k.ptr<T>(), p, cache.ptr<float>(), q_in.dim(0),
+                         q_in.dim(1), k_in.dim(1), head, cache.dim(1), cache.dim(0), neox);
   };
   if (pos.dtype == DType::kInt64) return go(pos.ptr<int64_t>());
   return go(pos.ptr<int32_t>());
@@ -164,11 +172,15 @@ Status RopeTyped(KernelContext& ctx) {
 
 Status Rope(KernelContext& ctx) {
   switch (ctx.input("q").dtype) {
-    case DType::kFloat16: return RopeTyped<__half>(ctx);
-    case DType::kBFloat16: return RopeTyped<__nv_bfloat16>(ctx);
-    case DType::kFloat32: return RopeTyped<float>(ctx);
+    case DType::kFloat16:
+      return RopeTyped<__half>(ctx);
+    case DType::kBFloat16:
+      return RopeTyped<__nv_bfloat16>(ctx);
+    case DType::kFloat32:
+      return RopeTyped<float>(ctx);
     default:
-      return InvalidArgument("rope: cuda has no " + std::string(DTypeName(ctx.input("q").dtype)) + " kernel");
+      return InvalidArgument("rope: cuda has no " + std::string(DTypeName(ctx.input("q").dtype)) +
+                             " kernel");
   }
 }
 

@@ -1,6 +1,4 @@
 // rope: rotary position embedding of q and k, in place.
-#include <string>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -20,13 +18,15 @@ Status CheckRotDim(const OpDef& op, const std::vector<TensorView>&, const AttrMa
   const int64_t rot = bind->symbols.at("rot_dim");
   const int64_t head = bind->symbols.at("head_dim");
   if (rot <= 0 || rot % 2 != 0 || rot > head) {
-    return InvalidArgument(op.name + ": 'cos_sin_cache' dim 1 ('rot_dim'): expected an even value in [2, head_dim=" +
-                           std::to_string(head) + "], got " + std::to_string(rot));
+    return InvalidArgument(
+        op.name + ": 'cos_sin_cache' dim 1 ('rot_dim'): expected an even value in [2, head_dim=" +
+        std::to_string(head) + "], got " + std::to_string(rot));
   }
   return Status::Ok();
 }
 
-bool RopeReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out, std::string* error) {
+bool RopeReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
+                   std::string* error) {
   const HostTensor* q = RefInput(in, "q", "rope", error);
   const HostTensor* k = RefInput(in, "k", "rope", error);
   const HostTensor* pos = RefInput(in, "positions", "rope", error);
@@ -63,13 +63,14 @@ bool RopeReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out
 
 KERNELD_OP(rope) {
   OpDef op("rope");
-  op.Doc("Rotary position embedding, in place on q and k. For each token t the angle row is "
-         "cos_sin_cache[positions[t]] = [cos(rot_dim/2) | sin(rot_dim/2)]. is_neox=true rotates "
-         "halves (x[i], x[i + rot_dim/2]); is_neox=false (GPT-J) rotates interleaved pairs "
-         "(x[2i], x[2i+1]): (x1, x2) -> (x1*cos - x2*sin, x2*cos + x1*sin). Dims beyond rot_dim "
-         "are unchanged. Computed in float32, rounded once to q's dtype. A position outside "
-         "[0, max_position) is INVALID_ARGUMENT on the cpu backend (checked before anything is "
-         "written); the cuda backend cannot report it and leaves that token's q and k unchanged.")
+  op.Doc(
+        "Rotary position embedding, in place on q and k. For each token t the angle row is "
+        "cos_sin_cache[positions[t]] = [cos(rot_dim/2) | sin(rot_dim/2)]. is_neox=true rotates "
+        "halves (x[i], x[i + rot_dim/2]); is_neox=false (GPT-J) rotates interleaved pairs "
+        "(x[2i], x[2i+1]): (x1, x2) -> (x1*cos - x2*sin, x2*cos + x1*sin). Dims beyond rot_dim "
+        "are unchanged. Computed in float32, rounded once to q's dtype. A position outside "
+        "[0, max_position) is INVALID_ARGUMENT on the cpu backend (checked before anything is "
+        "written); the cuda backend cannot report it and leaves that token's q and k unchanged.")
       .Input("q", kFloatingTypes, "[num_tokens, num_q_heads, head_dim]", "queries")
       .Input("k", kFloatingTypes, "[num_tokens, num_kv_heads, head_dim]", "keys, q's dtype")
       .Input("positions", kIndexTypes, "[num_tokens]", "each token's position")
@@ -85,11 +86,12 @@ KERNELD_OP(rope) {
                        "true: NeoX style (rotate halves); false: GPT-J style (interleaved pairs)");
   op.Reference(RopeReference);
   op.Bench({[](int64_t t, int64_t h) {
-    return std::map<std::string, Shape>{{"q", {t, h / 128, 128}},
-                                        {"k", {t, std::max<int64_t>(1, h / 512), 128}},
-                                        {"positions", {t}},
-                                        {"cos_sin_cache", {8192, 128}}};
-  }, {}});
+              return std::map<std::string, Shape>{{"q", {t, h / 128, 128}},
+                                                  {"k", {t, std::max<int64_t>(1, h / 512), 128}},
+                                                  {"positions", {t}},
+                                                  {"cos_sin_cache", {8192, 128}}};
+            },
+            {}});
   return op;
 }
 

@@ -1,13 +1,12 @@
 // scale, CPU: y = x * factor, in float32, rounded once to x's dtype.
-#include <cstdint>
-
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
-#include "kerneld/thread_pool.h"
 #include "kerneld/op.h"
+#include "kerneld/thread_pool.h"
 
 namespace kerneld::cpu {
 
@@ -42,7 +41,8 @@ Status Scale(KernelContext& ctx) {
     using T = decltype(tag);
     const T* xp = x.ptr<T>();
     T* yp = y.ptr<T>();
-    ParallelFor(ctx.pool, n, kElementwiseGrain, [&](int64_t b, int64_t e) { ScaleRange(xp, yp, f, b, e); });
+    ParallelFor(ctx.pool, n, kElementwiseGrain,
+                [&](int64_t b, int64_t e) { ScaleRange(xp, yp, f, b, e); });
     return Status::Ok();
   });
 }

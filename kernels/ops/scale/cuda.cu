@@ -17,8 +17,8 @@ Status Scale(KernelContext& ctx) {
   if (n == 0) return Status::Ok();
   return DispatchFloatingCuda(x.dtype, "scale", [&](auto tag) {
     using T = decltype(tag);
-    return CudaStatus(scale::Scale<T>(x.ptr<T>(), y.ptr<T>(), n, f, ctx.device.sm_count, StreamOf(ctx)),
-                      "scale");
+    return CudaStatus(
+        scale::Scale<T>(x.ptr<T>(), y.ptr<T>(), n, f, ctx.device.sm_count, StreamOf(ctx)), "scale");
   });
 }
 

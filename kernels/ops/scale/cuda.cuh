@@ -49,8 +49,8 @@ cudaError_t Scale(const T* x, T* y, int64_t n, float f, int sm_count, cudaStream
   }
   const int64_t done = nvec * kN;
   if (done < n) {
-    ScaleScalarKernel<T><<<GridFor(sm_count, n - done, 256), 256, 0, stream>>>(x + done, y + done,
-                                                                               n - done, f);
+    ScaleScalarKernel<T>
+        <<<GridFor(sm_count, n - done, 256), 256, 0, stream>>>(x + done, y + done, n - done, f);
     return cudaGetLastError();
   }
   return cudaSuccess;

@@ -13,7 +13,8 @@ namespace kerneld {
 namespace {
 
 // The kernel multiplies in float32: the factor it sees is a float.
-bool ScaleReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out, std::string* error) {
+bool ScaleReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
+                    std::string* error) {
   const HostTensor* x = RefInput(in, "x", "scale", error);
   if (!x) return false;
   const double f = static_cast<float>(AttrOr(attrs, "factor", 1.0));
@@ -27,14 +28,18 @@ bool ScaleReference(const HostTensors& in, const AttrMap& attrs, HostTensors* ou
 
 KERNELD_OP(scale) {
   OpDef op("scale");
-  op.Doc("y = x * factor, element-wise. Computed in float32 and rounded once to x's dtype "
-         "(round to nearest even). y may alias x (in place).")
+  op.Doc(
+        "y = x * factor, element-wise. Computed in float32 and rounded once to x's dtype "
+        "(round to nearest even). y may alias x (in place).")
       .Input("x", kFloatingTypes, "[...]", "any shape, contiguous")
       .Output("y", SameAs("x"), "x's dtype and shape")
       .MayAlias("y", "x")
       .Attr("factor", AttrType::kFloat, "the multiplier");
   op.Reference(ScaleReference);
-  op.Bench({[](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"x", {t, h}}}; }, {{"factor", 1.5}}});
+  op.Bench({[](int64_t t, int64_t h) {
+              return std::map<std::string, Shape>{{"x", {t, h}}};
+            },
+            {{"factor", 1.5}}});
   return op;
 }
 

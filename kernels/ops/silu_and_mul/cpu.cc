@@ -5,8 +5,9 @@
 namespace kerneld::cpu {
 
 KERNELD_IMPL(silu_and_mul, cpu) {
-  op.Impl("cpu", [](KernelContext& ctx) { return ActAndMul(ctx, "silu_and_mul", act::Silu{}); },
-          Requirements::Cpu(), kPriorityFallback);
+  op.Impl(
+      "cpu", [](KernelContext& ctx) { return ActAndMul(ctx, "silu_and_mul", act::Silu{}); },
+      Requirements::Cpu(), kPriorityFallback);
 }
 
 }  // namespace kerneld::cpu

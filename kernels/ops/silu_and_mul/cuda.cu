@@ -5,7 +5,9 @@
 namespace kerneld::cuda {
 
 KERNELD_IMPL(silu_and_mul, cuda) {
-  op.Impl("cuda", [](KernelContext& ctx) { return ActAndMul(ctx, "silu_and_mul", act::Silu{}); }, Requirements::Cuda(70), kPriorityDevice);
+  op.Impl(
+      "cuda", [](KernelContext& ctx) { return ActAndMul(ctx, "silu_and_mul", act::Silu{}); },
+      Requirements::Cuda(70), kPriorityDevice);
 }
 
 }  // namespace kerneld::cuda

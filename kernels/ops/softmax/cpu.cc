@@ -6,8 +6,8 @@
 
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
-#include "kerneld/thread_pool.h"
 #include "kerneld/op.h"
+#include "kerneld/thread_pool.h"
 
 namespace kerneld::cpu {
 

@@ -47,8 +47,9 @@ __device__ __forceinline__ void StoreFloats(float* p, const float* v) {
 constexpr int kRegThreads = 512;  // block size bound of the register-cached kernel
 
 template <typename T, int N, int kItems>
-__global__ void __launch_bounds__(kRegThreads) SoftmaxRegKernel(const T* __restrict__ x, float* __restrict__ y, int64_t rows,
-                                 int64_t vocab, float scale) {
+__global__ void __launch_bounds__(kRegThreads)
+    SoftmaxRegKernel(const T* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t vocab,
+                     float scale) {
   __shared__ float scratch[32];
   const int64_t units = vocab / N;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -105,8 +106,9 @@ __device__ __forceinline__ void Merge(float& m, float& s, float m2, float s2, fl
 // Rows too long for registers: pass 1 keeps an online (max, sum) per thread
 // and merges them over the block; pass 2 re-reads and writes.
 template <typename T, int N>
-__global__ void __launch_bounds__(1024) SoftmaxStreamKernel(const T* __restrict__ x, float* __restrict__ y, int64_t rows,
-                                    int64_t vocab, float scale) {
+__global__ void __launch_bounds__(1024)
+    SoftmaxStreamKernel(const T* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t vocab,
+                        float scale) {
   __shared__ float sm[32], ss[32];
   const int64_t units = vocab / N;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -171,7 +173,8 @@ unsigned ThreadsFor(int64_t units) {
 
 template <typename T, int N, int kItems>
 Status LaunchReg(cudaStream_t s, const T* x, float* y, int64_t rows, int64_t vocab, float scale) {
-  SoftmaxRegKernel<T, N, kItems><<<RowGrid(rows), ThreadsFor<kItems>(vocab / N), 0, s>>>(x, y, rows, vocab, scale);
+  SoftmaxRegKernel<T, N, kItems>
+      <<<RowGrid(rows), ThreadsFor<kItems>(vocab / N), 0, s>>>(x, y, rows, vocab, scale);
   return CheckLaunch("softmax");
 }
 
@@ -185,13 +188,20 @@ Status LaunchRow(cudaStream_t s, const T* x, float* y, int64_t rows, int64_t voc
   for (int items = 1; items <= kMaxItems; items *= 2) {
     if ((units + items - 1) / items > kRegThreads) continue;
     switch (items) {
-      case 1: return LaunchReg<T, N, 1>(s, x, y, rows, vocab, scale);
-      case 2: return LaunchReg<T, N, 2>(s, x, y, rows, vocab, scale);
-      case 4: return LaunchReg<T, N, (kMaxItems >= 4 ? 4 : 1)>(s, x, y, rows, vocab, scale);
-      case 8: return LaunchReg<T, N, (kMaxItems >= 8 ? 8 : 1)>(s, x, y, rows, vocab, scale);
-      case 16: return LaunchReg<T, N, (kMaxItems >= 16 ? 16 : 1)>(s, x, y, rows, vocab, scale);
-      case 32: return LaunchReg<T, N, (kMaxItems >= 32 ? 32 : 1)>(s, x, y, rows, vocab, scale);
-      default: break;
+      case 1:
+        return LaunchReg<T, N, 1>(s, x, y, rows, vocab, scale);
+      case 2:
+        return LaunchReg<T, N, 2>(s, x, y, rows, vocab, scale);
+      case 4:
+        return LaunchReg<T, N, (kMaxItems >= 4 ? 4 : 1)>(s, x, y, rows, vocab, scale);
+      case 8:
+        return LaunchReg<T, N, (kMaxItems >= 8 ? 8 : 1)>(s, x, y, rows, vocab, scale);
+      case 16:
+        return LaunchReg<T, N, (kMaxItems >= 16 ? 16 : 1)>(s, x, y, rows, vocab, scale);
+      case 32:
+        return LaunchReg<T, N, (kMaxItems >= 32 ? 32 : 1)>(s, x, y, rows, vocab, scale);
+      default:
+        break;
     }
   }
   SoftmaxStreamKernel<T, N><<<RowGrid(rows), 1024, 0, s>>>(x, y, rows, vocab, scale);
@@ -223,10 +233,14 @@ Status Softmax(KernelContext& ctx) {
   if (x.numel() == 0) return Status::Ok();
   const float scale = static_cast<float>(1.0 / ctx.attr_f("temperature"));
   switch (x.dtype) {
-    case DType::kFloat16: return LaunchSoftmax<__half>(ctx, x, y, scale);
-    case DType::kBFloat16: return LaunchSoftmax<__nv_bfloat16>(ctx, x, y, scale);
-    case DType::kFloat32: return LaunchSoftmax<float>(ctx, x, y, scale);
-    default: return InvalidArgument("softmax: cuda has no " + std::string(DTypeName(x.dtype)) + " kernel");
+    case DType::kFloat16:
+      return LaunchSoftmax<__half>(ctx, x, y, scale);
+    case DType::kBFloat16:
+      return LaunchSoftmax<__nv_bfloat16>(ctx, x, y, scale);
+    case DType::kFloat32:
+      return LaunchSoftmax<float>(ctx, x, y, scale);
+    default:
+      return InvalidArgument("softmax: cuda has no " + std::string(DTypeName(x.dtype)) + " kernel");
   }
 }
 

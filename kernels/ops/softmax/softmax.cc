@@ -1,7 +1,4 @@
 // softmax: probabilities from logits, row by row.
-#include <cmath>
-#include <string>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -26,7 +23,8 @@ Status CheckTemperature(const OpDef& op, const std::vector<TensorView>&, const A
   return Status::Ok();
 }
 
-bool SoftmaxReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out, std::string* error) {
+bool SoftmaxReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
+                      std::string* error) {
   const HostTensor* x = RefInput(in, "logits", "softmax", error);
   if (!x) return false;
   if (x->shape.size() != 2) return *error = "softmax: logits must be [batch, vocab]", false;
@@ -50,15 +48,19 @@ bool SoftmaxReference(const HostTensors& in, const AttrMap& attrs, HostTensors* 
 
 KERNELD_OP(softmax) {
   OpDef op("softmax");
-  op.Doc("probs[b, :] = softmax(logits[b, :] / temperature), a numerically stable (max-"
-         "subtracted) softmax over the last dim. Accumulated in float32; the output is float32 "
-         "whatever the logits' dtype.")
+  op.Doc(
+        "probs[b, :] = softmax(logits[b, :] / temperature), a numerically stable (max-"
+        "subtracted) softmax over the last dim. Accumulated in float32; the output is float32 "
+        "whatever the logits' dtype.")
       .Input("logits", kFloatingTypes, "[batch, vocab]", "any vocab size (odd ones too)")
       .Check(CheckTemperature)
       .Output("probs", ShapeOf("[batch, vocab]", DType::kFloat32), "float32 probabilities")
       .AttrWithDefault("temperature", AttrType::kFloat, 1.0, "divides the logits; > 0");
   op.Reference(SoftmaxReference);
-  op.Bench({[](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"logits", {t, h}}}; }, {}});
+  op.Bench({[](int64_t t, int64_t h) {
+              return std::map<std::string, Shape>{{"logits", {t, h}}};
+            },
+            {}});
   return op;
 }
 

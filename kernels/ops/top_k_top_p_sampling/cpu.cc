@@ -38,8 +38,8 @@ float Threshold(const float* p, int64_t v, int64_t top_k, double top_p, double t
     // matters: a cut below it is overridden by the top-k threshold.
     std::sort(s.begin(), s.begin() + head, std::greater<float>());
     const double want = top_p * total;
-    double above = 0;  // mass of tokens strictly larger than s[i]
-    double run = 0;    // mass of s[0..i)
+    double above = 0;   // mass of tokens strictly larger than s[i]
+    double run = 0;     // mass of s[0..i)
     float last = s[0];  // the smallest value kept so far
     for (int64_t i = 0; i < head; ++i) {
       const float x = s[static_cast<size_t>(i)];
@@ -70,42 +70,48 @@ Status TopKTopPSampling(KernelContext& ctx) {
     for (int64_t i = 0; i < v; ++i) {
       const float x = p[r * v + i];
       if (!std::isfinite(x) || x < 0)
-        return InvalidArgument("top_k_top_p_sampling: probs[" + std::to_string(r) + ", " + std::to_string(i) +
-                               "] = " + std::to_string(x) + " is not a finite non-negative probability");
+        return InvalidArgument("top_k_top_p_sampling: probs[" + std::to_string(r) + ", " +
+                               std::to_string(i) + "] = " + std::to_string(x) +
+                               " is not a finite non-negative probability");
       total += x;
     }
     if (!(total > 0))
-      return InvalidArgument("top_k_top_p_sampling: probs row " + std::to_string(r) + " has no positive mass");
+      return InvalidArgument("top_k_top_p_sampling: probs row " + std::to_string(r) +
+                             " has no positive mass");
   }
-  ParallelFor(ctx.pool, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)), [&](int64_t b, int64_t e) {
-    std::vector<float> scratch;
-    for (int64_t r = b; r < e; ++r) {
-      const float* row = p + r * v;
-      double total = 0;
-      for (int64_t i = 0; i < v; ++i) total += row[i];
-      const float t = Threshold(row, v, top_k, top_p, total, &scratch);
-      auto kept = [&](int64_t i) { return row[i] > 0 && row[i] >= t; };
-      double mass = 0;
-      for (int64_t i = 0; i < v; ++i)
-        if (kept(i)) mass += row[i];
-      const double u = Uniform(seed, static_cast<uint64_t>(r)) * mass;
-      int64_t pick = -1, last = -1;
-      double cum = 0;
-      for (int64_t i = 0; i < v; ++i) {
-        if (!kept(i)) continue;
-        last = i;
-        cum += row[i];
-        if (cum > u) {
-          pick = i;
-          break;
-        }
-      }
-      samples[r] = static_cast<int32_t>(pick >= 0 ? pick : last);  // last: u rounded up to mass
-    }
-  });
+  ParallelFor(ctx.pool, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)),
+              [&](int64_t b, int64_t e) {
+                std::vector<float> scratch;
+                for (int64_t r = b; r < e; ++r) {
+                  const float* row = p + r * v;
+                  double total = 0;
+                  for (int64_t i = 0; i < v; ++i) total += row[i];
+                  const float t = Threshold(row, v, top_k, top_p, total, &scratch);
+                  auto kept = [&](int64_t i) { return row[i] > 0 && row[i] >= t; };
+                  double mass = 0;
+                  for (int64_t i = 0; i < v; ++i)
+                    if (kept(i)) mass += row[i];
+                  const double u = Uniform(seed, static_cast<uint64_t>(r)) * mass;
+                  int64_t pick = -1, last = -1;
+                  double cum = 0;
+                  for (int64_t i = 0; i < v; ++i) {
+                    if (!kept(i)) continue;
+                    last = i;
+                    cum += row[i];
+                    if (cum > u) {
+                      pick = i;
+                      break;
+                    }
+                  }
+                  samples[r] =
+                      static_cast<int32_t>(pick >= 0 ? pick : last);  // last: u rounded up to mass
+                }
+              });
   return Status::Ok();
 }
 
-KERNELD_IMPL(top_k_top_p_sampling, cpu) { op.Impl("cpu", TopKTopPSampling, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(top_k_top_p_sampling, cpu) {
+  op.Impl("cpu", TopKTopPSampling, Requirements::Cpu(), kPriorityFallback);
+}
 
 }  // namespace kerneld::cpu

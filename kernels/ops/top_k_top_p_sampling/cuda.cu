@@ -45,8 +45,8 @@ struct Scratch {
 // index order. kVec: the row is 16-byte aligned and begin, end are
 // multiples of 4.
 template <bool kVec>
-__device__ __forceinline__ void ChunkMass(const float* row, int64_t begin, int64_t end, float x, int* count,
-                                          float* mass) {
+__device__ __forceinline__ void ChunkMass(const float* row, int64_t begin, int64_t end, float x,
+                                          int* count, float* mass) {
   int c = 0;
   float m = 0.0f;
   if constexpr (kVec) {
@@ -72,8 +72,8 @@ __device__ __forceinline__ void ChunkMass(const float* row, int64_t begin, int64
 // Within one thread's chunk: the first index whose running mass over
 // {p > pivot}, starting from `run`, exceeds u; the chunk's last such index
 // when none does (u past the sum by rounding); -1 when the chunk has none.
-__device__ __forceinline__ int FindInChunk(const float* row, int64_t begin, int64_t end, float pivot, float run,
-                                           float u) {
+__device__ __forceinline__ int FindInChunk(const float* row, int64_t begin, int64_t end,
+                                           float pivot, float run, float u) {
   int last = -1;
   for (int64_t i = begin; i < end; ++i) {
     const float v = row[i];
@@ -88,9 +88,9 @@ __device__ __forceinline__ int FindInChunk(const float* row, int64_t begin, int6
 // One block per row; thread t owns the contiguous chunk [t * chunk, ...) so
 // that one block scan of the per-thread masses orders the whole row.
 template <bool kVec>
-__global__ void __launch_bounds__(1024) SamplingKernel(const float* __restrict__ probs, int32_t* __restrict__ out,
-                                                       int64_t rows, int64_t vocab, int64_t top_k, float top_p,
-                                                       unsigned long long seed) {
+__global__ void __launch_bounds__(1024)
+    SamplingKernel(const float* __restrict__ probs, int32_t* __restrict__ out, int64_t rows,
+                   int64_t vocab, int64_t top_k, float top_p, unsigned long long seed) {
   __shared__ Scratch sc;
   const int64_t chunk = (vocab + 4 * int64_t{blockDim.x} - 1) / (4 * int64_t{blockDim.x}) * 4;
   const int64_t first = int64_t{threadIdx.x} * chunk;
@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(1024) SamplingKernel(const float* __restrict__
           past_end = true;
         }
         if (owner < 0) break;  // nothing above the pivot (mass underflowed)
-        if (tid == owner) sc.pick = FindInChunk(row, begin, end, pivot, before, past_end ? INFINITY : u);
+        if (tid == owner)
+          sc.pick = FindInChunk(row, begin, end, pivot, before, past_end ? INFINITY : u);
         __syncthreads();
         const int j = sc.pick;
         if (j < 0 || (top_k <= 0 && top_p >= 1.0f)) {
@@ -162,7 +163,8 @@ Status TopKTopPSampling(KernelContext& ctx) {
   const auto seed = static_cast<unsigned long long>(ctx.attr_i("seed"));
   // Chunks of about 16 probabilities a thread, up to 1024 threads a row.
   const int64_t want = (vocab + 15) / 16;
-  const unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((want + 31) / 32 * 32, 32, 1024));
+  const unsigned threads =
+      static_cast<unsigned>(std::clamp<int64_t>((want + 31) / 32 * 32, 32, 1024));
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 30));
   const float* p = probs.ptr<float>();
   int32_t* o = out.ptr<int32_t>();
@@ -174,6 +176,8 @@ Status TopKTopPSampling(KernelContext& ctx) {
   return CheckLaunch("top_k_top_p_sampling");
 }
 
-KERNELD_IMPL(top_k_top_p_sampling, cuda) { op.Impl("cuda", TopKTopPSampling, Requirements::Cuda(70), kPriorityDevice); }
+KERNELD_IMPL(top_k_top_p_sampling, cuda) {
+  op.Impl("cuda", TopKTopPSampling, Requirements::Cuda(70), kPriorityDevice);
+}
 
 }  // namespace kerneld::cuda

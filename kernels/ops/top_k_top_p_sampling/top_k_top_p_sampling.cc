@@ -1,9 +1,8 @@
 // top_k_top_p_sampling: one token per row from the top-k / top-p support.
 #include <cmath>
 #include <limits>
-#include <string>
-
 #include <map>
+#include <string>
 #include <utility>
 
 #include "kerneld/op.h"
@@ -30,7 +29,8 @@ Status CheckSamplingAttrs(const OpDef& op, const std::vector<TensorView>&, const
   if (vocab == 0 && bind->symbols.at("batch") > 0)
     return InvalidArgument(op.name + ": 'probs' dim 1 ('vocab') is 0; there is no token to sample");
   if (vocab > std::numeric_limits<int32_t>::max())
-    return InvalidArgument(op.name + ": 'probs' dim 1 ('vocab'): at most 2147483647 (int32 samples), got " +
+    return InvalidArgument(op.name +
+                           ": 'probs' dim 1 ('vocab'): at most 2147483647 (int32 samples), got " +
                            std::to_string(vocab));
   return Status::Ok();
 }
@@ -39,24 +39,29 @@ Status CheckSamplingAttrs(const OpDef& op, const std::vector<TensorView>&, const
 
 KERNELD_OP(top_k_top_p_sampling) {
   OpDef op("top_k_top_p_sampling");
-  op.Doc("samples[b] = a token drawn from probs[b, :] restricted to the top-k and top-p "
-         "support and renormalized. Token j is in the support when p_j > 0, fewer than top_k "
-         "tokens have a larger probability (top_k = 0: off) and the tokens with a larger "
-         "probability hold less than top_p of the row's mass (top_p = 1: off); ties at the "
-         "boundary are kept. Rows need not sum to 1. Deterministic: the same probs, attrs and "
-         "seed give the same samples on a backend (cpu and cuda draw differently). The cpu "
-         "backend rejects a negative or non-finite probability or a row without mass "
-         "(INVALID_ARGUMENT); the cuda backend ignores negative values and writes -1 for a row "
-         "without positive finite mass.")
+  op.Doc(
+        "samples[b] = a token drawn from probs[b, :] restricted to the top-k and top-p "
+        "support and renormalized. Token j is in the support when p_j > 0, fewer than top_k "
+        "tokens have a larger probability (top_k = 0: off) and the tokens with a larger "
+        "probability hold less than top_p of the row's mass (top_p = 1: off); ties at the "
+        "boundary are kept. Rows need not sum to 1. Deterministic: the same probs, attrs and "
+        "seed give the same samples on a backend (cpu and cuda draw differently). The cpu "
+        "backend rejects a negative or non-finite probability or a row without mass "
+        "(INVALID_ARGUMENT); the cuda backend ignores negative values and writes -1 for a row "
+        "without positive finite mass.")
       .Input("probs", {DType::kFloat32}, "[batch, vocab]", "float32, non-negative")
       .Check(CheckSamplingAttrs)
       .Output("samples", ShapeOf("[batch]", DType::kInt32), "int32 token index per row")
       .AttrWithDefault("top_k", AttrType::kInt, int64_t{0}, "keep the k most likely tokens; 0: off")
-      .AttrWithDefault("top_p", AttrType::kFloat, 1.0, "keep the smallest head holding this mass; 1: off")
-      .AttrWithDefault("seed", AttrType::kInt, int64_t{0}, "random seed; row b uses stream (seed, b)");
+      .AttrWithDefault("top_p", AttrType::kFloat, 1.0,
+                       "keep the smallest head holding this mass; 1: off")
+      .AttrWithDefault("seed", AttrType::kInt, int64_t{0},
+                       "random seed; row b uses stream (seed, b)");
   // Probabilities around 1 / vocab, never zero: every token is in play.
   BenchSpec bench;
-  bench.shapes = [](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"probs", {t, h}}}; };
+  bench.shapes = [](int64_t t, int64_t h) {
+    return std::map<std::string, Shape>{{"probs", {t, h}}};
+  };
   bench.attrs = {{"top_k", int64_t{50}}, {"top_p", 0.9}, {"seed", int64_t{1}}};
   bench.lo = 0.5;
   bench.hi = 1.5;
