@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "common/sampling_schema.h"
 #include "kerneld/op.h"
 
 namespace kerneld {
@@ -19,15 +20,7 @@ Status CheckMinPAttrs(const OpDef& op, const std::vector<TensorView>&, const Att
       return InvalidArgument(op.name + ": attr 'min_p' must be in [0, 1] (0 turns it off), got " +
                              AttrValueToString(it->second));
   }
-  const int64_t vocab = bind->symbols.at("vocab");
-  // An empty vocabulary has nothing to draw: refuse it before either backend.
-  if (vocab == 0 && bind->symbols.at("batch") > 0)
-    return InvalidArgument(op.name + ": 'probs' dim 1 ('vocab') is 0; there is no token to sample");
-  if (vocab > std::numeric_limits<int32_t>::max())
-    return InvalidArgument(op.name +
-                           ": 'probs' dim 1 ('vocab'): at most 2147483647 (int32 samples), got " +
-                           std::to_string(vocab));
-  return Status::Ok();
+  return CheckSamplingVocab(op, *bind);
 }
 
 }  // namespace

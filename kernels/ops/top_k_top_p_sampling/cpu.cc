@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cpu/sampling_rng.h"
+#include "common/cpu/sampling.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 
@@ -64,21 +64,7 @@ Status TopKTopPSampling(KernelContext& ctx) {
   const uint64_t seed = static_cast<uint64_t>(ctx.attr_i("seed"));
   const float* p = probs.ptr<float>();
   int32_t* samples = out.ptr<int32_t>();
-  // Bad data is a client error; find it before sampling anything.
-  for (int64_t r = 0; r < rows; ++r) {
-    double total = 0;
-    for (int64_t i = 0; i < v; ++i) {
-      const float x = p[r * v + i];
-      if (!std::isfinite(x) || x < 0)
-        return InvalidArgument("top_k_top_p_sampling: probs[" + std::to_string(r) + ", " +
-                               std::to_string(i) + "] = " + std::to_string(x) +
-                               " is not a finite non-negative probability");
-      total += x;
-    }
-    if (!(total > 0))
-      return InvalidArgument("top_k_top_p_sampling: probs row " + std::to_string(r) +
-                             " has no positive mass");
-  }
+  KERNELD_RETURN_IF_ERROR(CheckProbRows("top_k_top_p_sampling", p, rows, v));
   ParallelFor(ctx.pool, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)),
               [&](int64_t b, int64_t e) {
                 std::vector<float> scratch;
@@ -87,24 +73,7 @@ Status TopKTopPSampling(KernelContext& ctx) {
                   double total = 0;
                   for (int64_t i = 0; i < v; ++i) total += row[i];
                   const float t = Threshold(row, v, top_k, top_p, total, &scratch);
-                  auto kept = [&](int64_t i) { return row[i] > 0 && row[i] >= t; };
-                  double mass = 0;
-                  for (int64_t i = 0; i < v; ++i)
-                    if (kept(i)) mass += row[i];
-                  const double u = Uniform(seed, static_cast<uint64_t>(r)) * mass;
-                  int64_t pick = -1, last = -1;
-                  double cum = 0;
-                  for (int64_t i = 0; i < v; ++i) {
-                    if (!kept(i)) continue;
-                    last = i;
-                    cum += row[i];
-                    if (cum > u) {
-                      pick = i;
-                      break;
-                    }
-                  }
-                  samples[r] =
-                      static_cast<int32_t>(pick >= 0 ? pick : last);  // last: u rounded up to mass
+                  samples[r] = DrawAbove(row, v, t, seed, static_cast<uint64_t>(r));
                 }
               });
   return Status::Ok();
