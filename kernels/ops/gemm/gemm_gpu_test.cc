@@ -121,10 +121,9 @@ OpRun RunDecodeAsOlderGpu(const HostTensors& in, const AttrMap& attrs) {
   OpRun r;
   const OpDef* op = OpRegistry::Global().Find("gemm");
   KernelContext ctx;
-  ctx.op = op;
   ctx.device = GpuInfo();
   ctx.device.compute_capability = 75;
-  r.status = ResolveAttrs(*op, attrs, &ctx.attrs);
+  r.status = PrepareAttrs(*op, attrs, &ctx);
   if (!r.status.ok()) return r;
   std::vector<void*> allocs;
   auto upload = [&](const HostTensor& h) {
@@ -139,15 +138,20 @@ OpRun RunDecodeAsOlderGpu(const HostTensors& in, const AttrMap& attrs) {
     return v;
   };
   ctx.inputs = {upload(in.at("a")), upload(in.at("b"))};
-  ShapeBindings bind;
   std::vector<OutputSpec> specs;
-  r.status = ValidateInputs(*op, ctx.inputs, ctx.attrs, &bind);
-  if (r.status.ok()) r.status = InferOutputs(*op, ctx.inputs, ctx.attrs, bind, &specs);
+  r.status = PrepareInputs(ctx, &specs);
+  if (r.status.ok())
+    r.status = LayOutOutputs(specs, "",
+                             [&](const OutputSpec&, int64_t bytes) {
+                               void* p = nullptr;
+                               cudaMalloc(&p, static_cast<size_t>(bytes) + 16);
+                               allocs.push_back(p);
+                               cudaMemset(p, 0xff, static_cast<size_t>(bytes));  // NaN
+                               return p;
+                             },
+                             &ctx);
   if (r.status.ok()) {
-    HostTensor c{specs[0].dtype, specs[0].shape,
-                 std::vector<double>(static_cast<size_t>(Numel(specs[0].shape)), NAN)};
-    ctx.outputs = {upload(c)};
-    r.status = op->FindImpl("cuda")->fn(ctx);
+    r.status = Call(*op->FindImpl("cuda"), ctx);
     if (cudaError_t e = cudaDeviceSynchronize(); r.status.ok() && e != cudaSuccess)
       r.status = Internal(cudaGetErrorString(e));
   }
