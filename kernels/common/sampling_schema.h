@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "kerneld/op.h"
 
@@ -22,6 +24,20 @@ inline Status CheckSamplingVocab(const OpDef& op, const ShapeBindings& bind) {
                            ": 'probs' dim 1 ('vocab'): at most 2147483647 (int32 samples), got " +
                            std::to_string(vocab));
   return Status::Ok();
+}
+
+// kernel_bench's shapes for a sampling op: probs [rows, hidden] around
+// 1 / hidden, never zero, so every token is in play.
+inline BenchSpec SamplingBench(AttrMap attrs) {
+  BenchSpec bench;
+  bench.shapes = [](int64_t t, int64_t h) {
+    return std::map<std::string, Shape>{{"probs", {t, h}}};
+  };
+  bench.attrs = std::move(attrs);
+  bench.lo = 0.5;
+  bench.hi = 1.5;
+  bench.range_per_hidden = true;
+  return bench;
 }
 
 }  // namespace kerneld

@@ -43,16 +43,7 @@ KERNELD_OP(min_p_sampling) {
       .AttrWithDefault("seed", AttrType::kInt, int64_t{0},
                        "random seed; row b uses stream (seed, b)");
   // Random: no float64 reference; the tests check support and distribution.
-  // Bench: probabilities around 1 / vocab, never zero.
-  BenchSpec bench;
-  bench.shapes = [](int64_t t, int64_t h) {
-    return std::map<std::string, Shape>{{"probs", {t, h}}};
-  };
-  bench.attrs = {{"min_p", 0.1}, {"seed", int64_t{1}}};
-  bench.lo = 0.5;
-  bench.hi = 1.5;
-  bench.range_per_hidden = true;
-  op.Bench(std::move(bench));
+  op.Bench(SamplingBench({{"min_p", 0.1}, {"seed", int64_t{1}}}));
   return op;
 }
 

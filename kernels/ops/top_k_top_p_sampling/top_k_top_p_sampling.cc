@@ -48,16 +48,7 @@ KERNELD_OP(top_k_top_p_sampling) {
                        "keep the smallest head holding this mass; 1: off")
       .AttrWithDefault("seed", AttrType::kInt, int64_t{0},
                        "random seed; row b uses stream (seed, b)");
-  // Probabilities around 1 / vocab, never zero: every token is in play.
-  BenchSpec bench;
-  bench.shapes = [](int64_t t, int64_t h) {
-    return std::map<std::string, Shape>{{"probs", {t, h}}};
-  };
-  bench.attrs = {{"top_k", int64_t{50}}, {"top_p", 0.9}, {"seed", int64_t{1}}};
-  bench.lo = 0.5;
-  bench.hi = 1.5;
-  bench.range_per_hidden = true;
-  op.Bench(std::move(bench));
+  op.Bench(SamplingBench({{"top_k", int64_t{50}}, {"top_p", 0.9}, {"seed", int64_t{1}}}));
   return op;
 }
 
