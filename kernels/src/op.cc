@@ -171,12 +171,18 @@ std::optional<std::string> Requirements::RejectDevice(const DeviceInfo& dev) con
   return std::nullopt;
 }
 
-std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx) const {
+std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx,
+                                                       const DeviceInfo* staged_on) const {
+  const bool staged = staged_on != nullptr && staged_on->device.is_cuda();
+  // A host view staged on a GPU starts on a fresh 256-byte boundary.
+  auto align_of = [&](const TensorView& t) {
+    return staged && t.device.is_cpu() ? 256 : t.alignment();
+  };
   auto check = [&](const TensorView& t, const std::string& what) -> std::optional<std::string> {
     if (!dtypes.Contains(t.dtype))
       return what + " dtype " + std::string(DTypeName(t.dtype)) + " not in " + dtypes.ToString();
-    if (alignment > 1 && t.alignment() < alignment)
-      return what + " is " + std::to_string(t.alignment()) + "-byte aligned; needs " +
+    if (alignment > 1 && align_of(t) < alignment)
+      return what + " is " + std::to_string(align_of(t)) + "-byte aligned; needs " +
              std::to_string(alignment);
     if (t.numel() > max_elements)
       return what + " has " + std::to_string(t.numel()) + " elements; at most " +
@@ -192,8 +198,8 @@ std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx)
   for (size_t i = 0; i < ctx.outputs.size(); ++i) {
     const TensorView& t = ctx.outputs[i];
     if (t.data == nullptr) continue;
-    if (alignment > 1 && t.alignment() < alignment)
-      return "output '" + ctx.op->outputs[i].name + "' is " + std::to_string(t.alignment()) +
+    if (alignment > 1 && align_of(t) < alignment)
+      return "output '" + ctx.op->outputs[i].name + "' is " + std::to_string(align_of(t)) +
              "-byte aligned; needs " + std::to_string(alignment);
   }
   if (predicate) return predicate(ctx);

@@ -8,27 +8,6 @@ namespace kerneld::server {
 
 namespace {
 
-// Views as the device will see them: host tensors are staged into fresh
-// 256-byte aligned device memory, so their host address says nothing.
-KernelContext ProbeFor(const KernelContext& probe, const DeviceInfo& dev) {
-  KernelContext c = probe;
-  c.device = dev;
-  if (dev.device.is_cpu()) return c;
-  auto restage = [&](std::vector<TensorView>& vs) {
-    for (auto& v : vs) {
-      if (!v.device.is_cpu()) continue;
-      v.data = reinterpret_cast<void*>(uintptr_t{256});
-      v.byte_offset = 0;
-      v.device = dev.device;
-    }
-  };
-  restage(c.inputs);
-  restage(c.outputs);
-  return c;
-}
-
-std::string JoinReasons(const std::vector<std::string>& r) { return Join(r, "; "); }
-
 // Backend names every server knows, whether or not it can run them here:
 // the registry's (OpRegistry::KnownBackends), read once.
 const std::set<std::string, std::less<>>& RegistryBackends() {
@@ -108,10 +87,6 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
 
-  // The probe as each target device would see it, built once per target
-  // and only when an implementation gets that far (it copies the views and
-  // attrs): the request path pays for one copy, not one per (impl, device).
-  std::vector<std::optional<KernelContext>> probes(targets.size());
   std::vector<std::string> reasons;
   int rejections = 0, unhealthy = 0;
   for (const auto& [rank, impl] : ranked) {
@@ -145,8 +120,8 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
         why_not.push_back("its buffers live on another device than " + d.device.ToString());
         continue;
       }
-      if (!probes[ti]) probes[ti] = ProbeFor(probe, d);
-      if (auto r = impl->requires_.RejectRequest(*probes[ti])) {
+      // The request's own views, judged as staged on d (no copy per device).
+      if (auto r = impl->requires_.RejectRequest(probe, &d)) {
         why_not.push_back(d.device.ToString() + ": " + *r);
         continue;
       }
@@ -169,7 +144,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   // Every candidate failed only because its device is down: that is the
   // server's state, not the request's fault, and retrying elsewhere helps.
   if (unhealthy > 0 && unhealthy == rejections)
-    return Unavailable(op.name + ": " + JoinReasons(reasons) +
+    return Unavailable(op.name + ": " + Join(reasons, "; ") +
                        "; retry on another device or backend");
   std::string msg = op.name + ": no eligible backend";
   if (!device.empty()) msg += " on device " + Quote(device);

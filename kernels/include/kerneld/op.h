@@ -162,8 +162,12 @@ struct Requirements {
   std::string Describe() const;
   // nullopt when the device can host this impl at all (request-independent).
   std::optional<std::string> RejectDevice(const DeviceInfo& dev) const;
-  // nullopt when this request can run (device assumed eligible).
-  std::optional<std::string> RejectRequest(const KernelContext& ctx) const;
+  // nullopt when this request can run (device assumed eligible). With
+  // `staged_on` a CUDA device, views in host memory are judged as the worker
+  // will stage them there (fresh 256-byte aligned device memory): the
+  // scheduler asks before staging, on the request's own views, with no copy.
+  std::optional<std::string> RejectRequest(const KernelContext& ctx,
+                                           const DeviceInfo* staged_on = nullptr) const;
 };
 
 using KernelFn = std::function<Status(KernelContext&)>;
