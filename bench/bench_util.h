@@ -5,6 +5,8 @@
 #include <chrono>
 #include <vector>
 
+#include "kerneld/percentile.h"
+
 namespace kerneld::bench {
 
 template <typename F>
@@ -19,11 +21,6 @@ double MedianSeconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
-inline double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
+using ::kerneld::Percentile;
 
 }  // namespace kerneld::bench

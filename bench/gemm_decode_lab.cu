@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "bench_cuda.cuh"
-#include "cuda/gemm_decode_pipe.cuh"
+#include "ops/gemm/gemm_decode_pipe.cuh"
 
 namespace dp = kerneld::cuda::decode_pipe;
 

@@ -1,9 +1,9 @@
 // GPU kernel benchmark: every op x dtype x shape through the registry's
-// implementations, timed with CUDA events (warm-up, median of many, optional
-// L2 flush between runs), reported as time, GB/s of the bytes that must
-// move (inputs read once, outputs written once) or TFLOP/s, and the ratio
-// to a reference measured in the same run: a device-to-device copy of the
-// same bytes (memory-bound ops) or cuBLAS (gemm).
+// implementations (the shapes each op registered, OpDef::bench; requests
+// prepared by the library's call path, kerneld/call.h), timed with CUDA events (warm-up, median of
+// many, optional L2 flush between runs), reported as time, GB/s of the bytes that must move (inputs
+// read once, outputs written once) or TFLOP/s, and the ratio to a reference measured in the same
+// run: a device-to-device copy of the same bytes (memory-bound ops) or cuBLAS (gemm).
 //
 //   build/bench/kernel_bench [--flush-l2 | --flush-l2-clean] [--reps N] [--ops a,b] [--shapes
 //   decode,mid,large]
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "bench_cuda.cuh"
-#include "kerneld/check.h"
+#include "kerneld/call.h"
 #include "kerneld/op.h"
 
 using namespace kerneld;
@@ -75,29 +75,6 @@ struct ShapeSet {
   const char* name;
   int64_t rows, hidden;
 };
-
-// Shapes of each op's inputs for a (rows, hidden) problem.
-std::map<std::string, Shape> InputShapes(const std::string& op, int64_t t, int64_t h) {
-  if (op == "rmsnorm") return {{"x", {t, h}}, {"weight", {h}}};
-  if (op == "fused_add_rmsnorm") return {{"x", {t, h}}, {"residual", {t, h}}, {"weight", {h}}};
-  if (op == "layernorm") return {{"x", {t, h}}, {"gamma", {h}}, {"beta", {h}}};
-  if (op == "add") return {{"a", {t, h}}, {"b", {t, h}}};
-  if (op == "rope")
-    return {{"q", {t, h / 128, 128}},
-            {"k", {t, std::max<int64_t>(1, h / 512), 128}},
-            {"positions", {t}},
-            {"cos_sin_cache", {8192, 128}}};
-  if (op == "softmax") return {{"logits", {t, h}}};
-  if (op == "top_k_top_p_sampling") return {{"probs", {t, h}}};
-  return {{"x", {t, h}}};  // scale, *_and_mul
-}
-
-AttrMap Attrs(const std::string& op) {
-  if (op == "scale") return {{"factor", 1.5}};
-  if (op == "top_k_top_p_sampling")
-    return {{"top_k", int64_t{50}}, {"top_p", 0.9}, {"seed", int64_t{1}}};
-  return {};
-}
 
 struct Timer {
   cudaEvent_t a, b;
@@ -211,19 +188,20 @@ int main(int argc, char** argv) {
   const ShapeSet shapes[] = {{"decode", 16, 4096}, {"mid", 4096, 4096}, {"large", 32768, 8192}};
   std::printf("%-22s %-9s %-7s %-8s %10s %10s %10s %8s\n", "op", "dtype", "shape", "impl", "us",
               "GB/s", "copy GB/s", "vs copy");
+  // Every op that registered bench shapes (OpDef::bench, beside its schema);
+  // gemm has its own table below.
   for (const OpDef* op : OpRegistry::Global().List()) {
-    if (op->test_only() || op->name == "gemm") continue;
+    if (op->test_only() || !op->bench.shapes || op->name == "gemm") continue;
     if (!only_ops.empty() && !only_ops.count(op->name)) continue;
     for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
       if (skip_dtype(dt)) continue;
       for (const ShapeSet& ss : shapes) {
         if (!only_shapes.empty() && !only_shapes.count(ss.name)) continue;
         KernelContext ctx;
-        ctx.op = op;
         ctx.device = dev;
         ctx.stream = s;
-        if (!ResolveAttrs(*op, Attrs(op->name), &ctx.attrs).ok()) continue;
-        auto shp = InputShapes(op->name, ss.rows, ss.hidden);
+        if (!PrepareAttrs(*op, op->bench.attrs, &ctx).ok()) continue;
+        auto shp = op->bench.shapes(ss.rows, ss.hidden);
         std::vector<void*> allocs;
         ctx.inputs.resize(op->inputs.size());
         bool skip = false;
@@ -243,9 +221,9 @@ int main(int argc, char** argv) {
           v.shape = shp[in.name];
           CK(cudaMalloc(&v.data, static_cast<size_t>(v.nbytes())));
           allocs.push_back(v.data);
-          float lo = -1, hi = 1;
-          if (op->name == "top_k_top_p_sampling")
-            lo = 0.5f / static_cast<float>(ss.hidden), hi = 1.5f / static_cast<float>(ss.hidden);
+          float lo = static_cast<float>(op->bench.lo), hi = static_cast<float>(op->bench.hi);
+          if (op->bench.range_per_hidden)
+            lo /= static_cast<float>(ss.hidden), hi /= static_cast<float>(ss.hidden);
           Fill<<<1024, 256, 0, s>>>(v.data, v.numel(), static_cast<int>(v.dtype),
                                     static_cast<uint32_t>(i + 1), lo, hi, 8192);
           CK(cudaGetLastError());
@@ -254,10 +232,14 @@ int main(int argc, char** argv) {
           for (void* p : allocs) cudaFree(p);
           continue;
         }
-        ShapeBindings bind;
         std::vector<OutputSpec> specs;
-        if (!ValidateInputs(*op, ctx.inputs, ctx.attrs, &bind).ok() ||
-            !InferOutputs(*op, ctx.inputs, ctx.attrs, bind, &specs).ok()) {
+        const auto alloc = [&](const OutputSpec&, int64_t n) {
+          void* p = nullptr;
+          CK(cudaMalloc(&p, static_cast<size_t>(n)));
+          allocs.push_back(p);
+          return p;
+        };
+        if (!PrepareInputs(ctx, &specs).ok() || !LayOutOutputs(specs, "", alloc, &ctx).ok()) {
           std::printf("%-22s %-9s %-7s skipped: inputs do not validate\n", op->name.c_str(),
                       std::string(DTypeName(dt)).c_str(), ss.name);
           for (void* p : allocs) cudaFree(p);
@@ -265,21 +247,7 @@ int main(int argc, char** argv) {
         }
         int64_t bytes = 0;
         for (const auto& v : ctx.inputs) bytes += v.nbytes();
-        ctx.outputs.resize(op->outputs.size());
-        for (size_t i = 0; i < op->outputs.size(); ++i) {
-          TensorView& v = ctx.outputs[i];
-          v.device = dev.device;
-          v.dtype = specs[i].dtype;
-          v.shape = specs[i].shape;
-          const std::string& ip = op->outputs[i].in_place_of;
-          if (!ip.empty()) {
-            v.data = ctx.inputs[static_cast<size_t>(op->InputIndex(ip))].data;
-          } else {
-            CK(cudaMalloc(&v.data, static_cast<size_t>(v.nbytes())));
-            allocs.push_back(v.data);
-          }
-          bytes += v.nbytes();
-        }
+        for (const TensorView& v : ctx.outputs) bytes += v.nbytes();
         // Reference: a device-to-device copy moving the same bytes (half read, half written).
         void *ca, *cb;
         CK(cudaMalloc(&ca, static_cast<size_t>(bytes / 2)));
@@ -337,23 +305,33 @@ int main(int argc, char** argv) {
       for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
         if (skip_dtype(dt)) continue;
         KernelContext ctx;
-        ctx.op = gemm;
         ctx.device = dev;
         ctx.stream = s;
-        if (!ResolveAttrs(*gemm, {{"transpose_b", g.tb}}, &ctx.attrs).ok()) continue;
-        TensorView a, b, c;
-        a.device = b.device = c.device = dev.device;
-        a.dtype = b.dtype = c.dtype = dt;
+        if (!PrepareAttrs(*gemm, {{"transpose_b", g.tb}}, &ctx).ok()) continue;
+        TensorView a, b;
+        a.device = b.device = dev.device;
+        a.dtype = b.dtype = dt;
         a.shape = {g.m, g.k};
         b.shape = g.tb ? Shape{g.n, g.k} : Shape{g.k, g.n};
-        c.shape = {g.m, g.n};
         CK(cudaMalloc(&a.data, static_cast<size_t>(a.nbytes())));
         CK(cudaMalloc(&b.data, static_cast<size_t>(b.nbytes())));
-        CK(cudaMalloc(&c.data, static_cast<size_t>(c.nbytes())));
         Fill<<<1024, 256, 0, s>>>(a.data, a.numel(), static_cast<int>(dt), 11, -1, 1, 1);
         Fill<<<1024, 256, 0, s>>>(b.data, b.numel(), static_cast<int>(dt), 12, -1, 1, 1);
         ctx.inputs = {a, b};
-        ctx.outputs = {c};
+        std::vector<OutputSpec> specs;
+        const auto alloc = [&](const OutputSpec&, int64_t n) {
+          void* p = nullptr;
+          CK(cudaMalloc(&p, static_cast<size_t>(n)));
+          return p;
+        };
+        if (!PrepareInputs(ctx, &specs).ok() || !LayOutOutputs(specs, "", alloc, &ctx).ok()) {
+          std::printf("gemm: %lldx%lldx%lld does not validate\n", static_cast<long long>(g.m),
+                      static_cast<long long>(g.n), static_cast<long long>(g.k));
+          cudaFree(a.data);
+          cudaFree(b.data);
+          continue;
+        }
+        const TensorView& c = ctx.outputs[0];
         std::map<std::string, double> ms;
         for (const ImplDef& impl : gemm->impls) {
           if (impl.requires_.device_kind != DeviceKind::kCuda) continue;

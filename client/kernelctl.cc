@@ -23,6 +23,7 @@
 #include "client.h"
 #include "kerneld/check.h"
 #include "perf.h"
+#include "kerneld/percentile.h"
 #include "reference.h"
 #include "replay.h"
 #include "tensor_util.h"
@@ -34,6 +35,7 @@
 
 namespace v1 = kerneld::v1;
 using namespace kerneld::client;
+using kerneld::Percentile;
 
 namespace {
 
@@ -211,13 +213,6 @@ int List(KernelClient& c, const std::string& name) {
     }
   }
   return 0;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // A shape rule from the server's schema that is safe to parse: items are

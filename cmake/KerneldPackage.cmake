@@ -183,8 +183,8 @@ install(SCRIPT "${PROJECT_BINARY_DIR}/kerneld_bundle.cmake")
 # ---- notes shipped with the package -----------------------------------------
 # Does this build link CUDA toolkit libraries (the cublas backend)?
 set(_kerneld_pkg_toolkit_note "")
-if(TARGET kerneld_kernels)
-  get_target_property(_kerneld_libs kerneld_kernels INTERFACE_LINK_LIBRARIES)
+if(TARGET kerneld_kernels_archive)
+  get_target_property(_kerneld_libs kerneld_kernels_archive INTERFACE_LINK_LIBRARIES)
   if(_kerneld_libs MATCHES "cublas|nvrtc")
     set(_kerneld_pkg_toolkit_note "
 THIS BUILD LINKS CUDA TOOLKIT LIBRARIES (${CMAKE_MATCH_0}): bin/kerneld and the

@@ -9,12 +9,6 @@ namespace kerneld {
 
 namespace {
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s + "}";
-}
-
 std::string DimName(const DimPattern& d) {
   if (d.value == 1) return d.symbol;
   return std::to_string(d.value) + "*" + d.symbol;
@@ -29,8 +23,9 @@ Status ResolveAttrs(const OpDef& op, const AttrMap& given, AttrMap* resolved) {
     if (def == nullptr) {
       std::vector<std::string> names;
       for (const auto& a : op.attrs) names.push_back(a.name);
-      return InvalidArgument(op.name + ": unknown attr " + Quote(name) + "; " +
-                             (names.empty() ? "it takes no attrs" : "attrs are " + Join(names)));
+      return InvalidArgument(
+          op.name + ": unknown attr " + Quote(name) + "; " +
+          (names.empty() ? "it takes no attrs" : "attrs are {" + Join(names) + "}"));
     }
     AttrValue v = value;
     bool ok = false;
@@ -43,9 +38,15 @@ Status ResolveAttrs(const OpDef& op, const AttrMap& given, AttrMap* resolved) {
           ok = std::holds_alternative<double>(value);
         }
         break;
-      case AttrType::kInt: ok = std::holds_alternative<int64_t>(value); break;
-      case AttrType::kBool: ok = std::holds_alternative<bool>(value); break;
-      case AttrType::kString: ok = std::holds_alternative<std::string>(value); break;
+      case AttrType::kInt:
+        ok = std::holds_alternative<int64_t>(value);
+        break;
+      case AttrType::kBool:
+        ok = std::holds_alternative<bool>(value);
+        break;
+      case AttrType::kString:
+        ok = std::holds_alternative<std::string>(value);
+        break;
     }
     if (!ok) {
       static const char* kKinds[] = {"float", "int", "bool", "string"};
@@ -74,8 +75,8 @@ Status MatchShape(const std::string& op, const std::string& what, const ShapePat
   const int64_t fixed = static_cast<int64_t>(pat.dims.size()) - (ellipsis >= 0 ? 1 : 0);
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (ellipsis < 0 ? rank != fixed : rank < fixed) {
-    return InvalidArgument(op + ": " + what + " has shape " + ShapeToString(shape) +
-                           " (rank " + std::to_string(rank) + "), expected " + pat.text +
+    return InvalidArgument(op + ": " + what + " has shape " + ShapeToString(shape) + " (rank " +
+                           std::to_string(rank) + "), expected " + pat.text +
                            (ellipsis < 0 ? " (rank " : " (rank >= ") + std::to_string(fixed) + ")");
   }
   const int64_t ell_len = ellipsis >= 0 ? rank - fixed : 0;
@@ -124,7 +125,9 @@ Status EvalShape(const std::string& op, const ShapePattern& pat, const ShapeBind
       case DimPattern::Kind::kEllipsis:
         if (bind.ellipsis) out->insert(out->end(), bind.ellipsis->begin(), bind.ellipsis->end());
         break;
-      case DimPattern::Kind::kConst: out->push_back(d.value); break;
+      case DimPattern::Kind::kConst:
+        out->push_back(d.value);
+        break;
       case DimPattern::Kind::kSymbol: {
         auto it = bind.symbols.find(d.symbol);
         if (it == bind.symbols.end())
@@ -143,8 +146,8 @@ Status EvalShape(const std::string& op, const ShapePattern& pat, const ShapeBind
   return Status::Ok();
 }
 
-Status ValidateInputs(const OpDef& op, const std::vector<TensorView>& inputs,
-                      const AttrMap& attrs, ShapeBindings* bind) {
+Status ValidateInputs(const OpDef& op, const std::vector<TensorView>& inputs, const AttrMap& attrs,
+                      ShapeBindings* bind) {
   if (inputs.size() != op.inputs.size())
     return Internal(op.name + ": input vector does not match the schema");
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -152,18 +155,19 @@ Status ValidateInputs(const OpDef& op, const std::vector<TensorView>& inputs,
     const TensorView& t = inputs[i];
     if (t.dtype == DType::kInvalid)
       return InvalidArgument(op.name + ": missing input '" + def.name + "'");
-    KERNELD_RETURN_IF_ERROR(CheckTensorSize(op.name + ": input '" + def.name + "'", t.dtype, t.shape));
+    KERNELD_RETURN_IF_ERROR(
+        CheckTensorSize(op.name + ": input '" + def.name + "'", t.dtype, t.shape));
     // Kernels load whole elements: a view must start on a multiple of its
     // element size (the server realigns inline bytes and refuses buffer
     // references that would break this).
     if (reinterpret_cast<uintptr_t>(t.raw()) % ItemSize(t.dtype) != 0)
-      return InvalidArgument(op.name + ": input '" + def.name + "' starts at an address that is not a multiple of its " +
-                             std::string(DTypeName(t.dtype)) + " size (" + std::to_string(ItemSize(t.dtype)) +
-                             " bytes)");
+      return InvalidArgument(op.name + ": input '" + def.name +
+                             "' starts at an address that is not a multiple of its " +
+                             std::string(DTypeName(t.dtype)) + " size (" +
+                             std::to_string(ItemSize(t.dtype)) + " bytes)");
     if (!def.dtypes.Contains(t.dtype))
       return InvalidArgument(op.name + ": '" + def.name + "' dtype " +
-                             std::string(DTypeName(t.dtype)) + " not in " +
-                             def.dtypes.ToString());
+                             std::string(DTypeName(t.dtype)) + " not in " + def.dtypes.ToString());
     KERNELD_RETURN_IF_ERROR(MatchShape(op.name, "'" + def.name + "'", def.shape, t.shape, bind));
   }
   for (const auto& [a, b] : op.same_dtype) {

@@ -14,10 +14,14 @@ namespace kerneld {
 
 std::string_view AttrTypeName(AttrType t) {
   switch (t) {
-    case AttrType::kFloat: return "float";
-    case AttrType::kInt: return "int";
-    case AttrType::kBool: return "bool";
-    case AttrType::kString: return "string";
+    case AttrType::kFloat:
+      return "float";
+    case AttrType::kInt:
+      return "int";
+    case AttrType::kBool:
+      return "bool";
+    case AttrType::kString:
+      return "string";
   }
   return "?";
 }
@@ -167,12 +171,18 @@ std::optional<std::string> Requirements::RejectDevice(const DeviceInfo& dev) con
   return std::nullopt;
 }
 
-std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx) const {
+std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx,
+                                                       const DeviceInfo* staged_on) const {
+  const bool staged = staged_on != nullptr && staged_on->device.is_cuda();
+  // A host view staged on a GPU starts on a fresh 256-byte boundary.
+  auto align_of = [&](const TensorView& t) {
+    return staged && t.device.is_cpu() ? 256 : t.alignment();
+  };
   auto check = [&](const TensorView& t, const std::string& what) -> std::optional<std::string> {
     if (!dtypes.Contains(t.dtype))
       return what + " dtype " + std::string(DTypeName(t.dtype)) + " not in " + dtypes.ToString();
-    if (alignment > 1 && t.alignment() < alignment)
-      return what + " is " + std::to_string(t.alignment()) + "-byte aligned; needs " +
+    if (alignment > 1 && align_of(t) < alignment)
+      return what + " is " + std::to_string(align_of(t)) + "-byte aligned; needs " +
              std::to_string(alignment);
     if (t.numel() > max_elements)
       return what + " has " + std::to_string(t.numel()) + " elements; at most " +
@@ -188,8 +198,8 @@ std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx)
   for (size_t i = 0; i < ctx.outputs.size(); ++i) {
     const TensorView& t = ctx.outputs[i];
     if (t.data == nullptr) continue;
-    if (alignment > 1 && t.alignment() < alignment)
-      return "output '" + ctx.op->outputs[i].name + "' is " + std::to_string(t.alignment()) +
+    if (alignment > 1 && align_of(t) < alignment)
+      return "output '" + ctx.op->outputs[i].name + "' is " + std::to_string(align_of(t)) +
              "-byte aligned; needs " + std::to_string(alignment);
   }
   if (predicate) return predicate(ctx);
@@ -234,6 +244,14 @@ OpDef& OpDef::SameDType(const std::string& a, const std::string& b) {
 }
 OpDef& OpDef::Check(CheckFn fn) {
   checks.push_back(std::move(fn));
+  return *this;
+}
+OpDef& OpDef::Reference(ReferenceFn fn) {
+  reference = std::move(fn);
+  return *this;
+}
+OpDef& OpDef::Bench(BenchSpec spec) {
+  bench = std::move(spec);
   return *this;
 }
 OpDef& OpDef::Impl(std::string backend, KernelFn fn, Requirements req, int priority) {
@@ -292,10 +310,62 @@ const std::string& KernelContext::attr_s(std::string_view n) const {
 
 // ----- OpRegistry -----------------------------------------------------------
 
+namespace {
+
+// What the registrars recorded at static initialization, keyed by op id.
+struct Pending {
+  std::map<std::string, OpDefineFn> ops;
+  std::multimap<std::string, std::pair<std::string, ImplDefineFn>> impls;  // id -> (file, fn)
+  std::set<std::string> backends;                                          // KERNELD_BACKEND
+};
+Pending& PendingRegistrations() {
+  static Pending* p = new Pending();  // never destroyed: registrars may outlive main
+  return *p;
+}
+
+[[noreturn]] void RegistrationFailed(const std::string& what) {
+  std::fprintf(stderr, "kerneld: %s\n", what.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+OpRegistrar::OpRegistrar(const char* id, OpDefineFn fn) {
+  if (!PendingRegistrations().ops.emplace(id, fn).second)
+    RegistrationFailed(std::string("KERNELD_OP(") + id + ") defined twice");
+}
+
+ImplRegistrar::ImplRegistrar(const char* op_id, const char* file, ImplDefineFn fn) {
+  PendingRegistrations().impls.emplace(op_id, std::make_pair(std::string(file), fn));
+}
+
+BackendRegistrar::BackendRegistrar(const char* name) {
+  PendingRegistrations().backends.insert(name);
+}
+
+std::vector<std::string> OpRegistry::KnownBackends() const {
+  std::set<std::string> s(PendingRegistrations().backends);
+  for (const auto& b : Backends()) s.insert(b);
+  return {s.begin(), s.end()};
+}
+
 OpRegistry& OpRegistry::Global() {
   static OpRegistry* reg = [] {
     auto* r = new OpRegistry();
-    RegisterBuiltinOps(*r);
+    const Pending& p = PendingRegistrations();
+    for (const auto& [id, impl] : p.impls)
+      if (!p.ops.count(id))
+        RegistrationFailed(impl.first + ": KERNELD_IMPL(" + id + ", ...) names no KERNELD_OP");
+    for (const auto& [id, define] : p.ops) {
+      OpDef op = define();
+      auto [b, e] = p.impls.equal_range(id);
+      for (auto it = b; it != e; ++it) it->second.second(op);
+      // One order whatever the link order: by backend name (cpu first).
+      std::stable_sort(op.impls.begin(), op.impls.end(),
+                       [](const ImplDef& x, const ImplDef& y) { return x.backend < y.backend; });
+      if (Status st = r->Register(std::move(op)); !st.ok())
+        RegistrationFailed("registering " + id + ": " + st.ToString());
+    }
     return r;
   }();
   return *reg;
@@ -303,7 +373,8 @@ OpRegistry& OpRegistry::Global() {
 
 Status OpRegistry::Register(OpDef op) {
   if (op.name.empty()) return InvalidArgument("op without a name");
-  if (ops_.count(op.name)) return {StatusCode::kAlreadyExists, "op '" + op.name + "' registered twice"};
+  if (ops_.count(op.name))
+    return {StatusCode::kAlreadyExists, "op '" + op.name + "' registered twice"};
   std::set<std::string> seen;
   for (const auto& i : op.impls)
     if (!seen.insert(i.backend).second)

@@ -4,9 +4,7 @@
 
 namespace kerneld {
 
-std::string_view DeviceKindName(DeviceKind k) {
-  return k == DeviceKind::kCuda ? "cuda" : "cpu";
-}
+std::string_view DeviceKindName(DeviceKind k) { return k == DeviceKind::kCuda ? "cuda" : "cpu"; }
 
 std::string Device::ToString() const {
   if (kind == DeviceKind::kCpu) return "cpu";
@@ -30,16 +28,6 @@ int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
-}
-
-bool TensorView::is_contiguous() const {
-  if (strides.empty()) return true;
-  int64_t expect = 1;
-  for (int64_t i = ndim() - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != expect) return false;
-    expect *= shape[i];
-  }
-  return true;
 }
 
 int TensorView::alignment() const {

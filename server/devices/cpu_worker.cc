@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include "kerneld/call.h"
+
 namespace kerneld::server {
 
 namespace {
@@ -51,7 +53,7 @@ Status CpuWorker::Execute(Task& task, TaskTiming* timing) {
   ctx.device = info_;
   ctx.pool = pool_.get();
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = task.impl->fn(ctx);
+  Status st = Call(*task.impl, ctx);  // the library's call path (kerneld/call.h)
   const auto t1 = std::chrono::steady_clock::now();
   timing->launched_ns = Ns(t0 - task.arrival);
   timing->kernel_done_ns = Ns(t1 - task.arrival);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "devices/pinned_pool.h"
+#include "kerneld/call.h"
 
 namespace kerneld::server {
 
@@ -222,7 +223,7 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   if (cudaError_t e = cudaEventRecord(state.start, s); e != cudaSuccess)
     return Internal("cudaEventRecord: " + ErrText(e));
   timing->launched_ns = Ns(std::chrono::steady_clock::now() - task.arrival);
-  Status st = task.impl->fn(ctx);
+  Status st = Call(*task.impl, ctx);  // the library's call path (kerneld/call.h)
   if (cudaError_t e = cudaEventRecord(state.stop, s); st.ok() && e != cudaSuccess)
     st = Internal("cudaEventRecord: " + ErrText(e));
   if (!st.ok()) {

@@ -8,45 +8,20 @@ namespace kerneld::server {
 
 namespace {
 
-std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
-
-// Views as the device will see them: host tensors are staged into fresh
-// 256-byte aligned device memory, so their host address says nothing.
-KernelContext ProbeFor(const KernelContext& probe, const DeviceInfo& dev) {
-  KernelContext c = probe;
-  c.device = dev;
-  if (dev.device.is_cpu()) return c;
-  auto restage = [&](std::vector<TensorView>& vs) {
-    for (auto& v : vs) {
-      if (!v.device.is_cpu()) continue;
-      v.data = reinterpret_cast<void*>(uintptr_t{256});
-      v.byte_offset = 0;
-      v.device = dev.device;
-    }
-  };
-  restage(c.inputs);
-  restage(c.outputs);
-  return c;
-}
-
-std::string JoinReasons(const std::vector<std::string>& r) { return Join(r, "; "); }
-
-// Backend names every server knows, whether or not it can run them here.
-const std::set<std::string, std::less<>>& BuiltinBackends() {
-  static const std::set<std::string, std::less<>> names = {"cpu", "cuda", "cublas", "nvrtc"};
+// Backend names every server knows, whether or not it can run them here:
+// the registry's (OpRegistry::KnownBackends), read once.
+const std::set<std::string, std::less<>>& RegistryBackends() {
+  static const std::set<std::string, std::less<>> names = [] {
+    const auto v = OpRegistry::Global().KnownBackends();
+    return std::set<std::string, std::less<>>(v.begin(), v.end());
+  }();
   return names;
 }
 
 }  // namespace
 
 std::vector<std::string> Scheduler::KnownBackends() const {
-  std::set<std::string> s(BuiltinBackends().begin(), BuiltinBackends().end());
-  for (const auto& b : OpRegistry::Global().Backends()) s.insert(b);
-  return {s.begin(), s.end()};
+  return {RegistryBackends().begin(), RegistryBackends().end()};
 }
 
 std::vector<std::string> Scheduler::AvailableBackends() const {
@@ -72,14 +47,9 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
                         const std::string& device, Placement* out) const {
   const bool any_backend = backend.empty() || backend == "auto";
   if (!any_backend) {
-    // The built-in names first: KnownBackends() walks the whole registry,
-    // which the request path need not do for "cpu" or "cuda".
-    if (!BuiltinBackends().count(backend)) {
-      const auto known = KnownBackends();
-      if (std::find(known.begin(), known.end(), backend) == known.end())
-        return InvalidArgument("unknown backend " + Quote(backend) + "; backends are {" + Join(known) +
-                               "}, or empty/\"auto\" to let the scheduler choose");
-    }
+    if (!RegistryBackends().count(backend))
+      return InvalidArgument("unknown backend " + Quote(backend) + "; backends are {" + Join(KnownBackends()) +
+                             "}, or empty/\"auto\" to let the scheduler choose");
     if (op.FindImpl(backend) == nullptr) {
       std::vector<std::string> has;
       for (const auto& i : op.impls) has.push_back(i.backend);
@@ -117,10 +87,6 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
 
-  // The probe as each target device would see it, built once per target
-  // and only when an implementation gets that far (it copies the views and
-  // attrs): the request path pays for one copy, not one per (impl, device).
-  std::vector<std::optional<KernelContext>> probes(targets.size());
   std::vector<std::string> reasons;
   int rejections = 0, unhealthy = 0;
   for (const auto& [rank, impl] : ranked) {
@@ -154,8 +120,8 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
         why_not.push_back("its buffers live on another device than " + d.device.ToString());
         continue;
       }
-      if (!probes[ti]) probes[ti] = ProbeFor(probe, d);
-      if (auto r = impl->requires_.RejectRequest(*probes[ti])) {
+      // The request's own views, judged as staged on d (no copy per device).
+      if (auto r = impl->requires_.RejectRequest(probe, &d)) {
         why_not.push_back(d.device.ToString() + ": " + *r);
         continue;
       }
@@ -178,7 +144,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   // Every candidate failed only because its device is down: that is the
   // server's state, not the request's fault, and retrying elsewhere helps.
   if (unhealthy > 0 && unhealthy == rejections)
-    return Unavailable(op.name + ": " + JoinReasons(reasons) +
+    return Unavailable(op.name + ": " + Join(reasons, "; ") +
                        "; retry on another device or backend");
   std::string msg = op.name + ": no eligible backend";
   if (!device.empty()) msg += " on device " + Quote(device);

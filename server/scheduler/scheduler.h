@@ -26,7 +26,8 @@ class Scheduler {
  public:
   explicit Scheduler(const DeviceManager& devices) : devices_(devices) {}
 
-  // `probe` carries the validated inputs/outputs (views where they live) and
+  // `probe` is the request itself (kerneld/call.h prepared it): validated
+  // inputs/outputs (views where they live, judged as staged per device) and
   // resolved attrs. backend: "" / "auto" or a name; device: "" or a name.
   Status Place(const OpDef& op, const KernelContext& probe, const std::string& backend,
                const std::string& device, Placement* out) const;

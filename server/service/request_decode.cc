@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "kerneld/check.h"
 #include "kerneld/size.h"
 #include "service/tensor_codec.h"
 
@@ -10,11 +11,8 @@ namespace kerneld::server {
 
 namespace {
 
-std::string NameList(const std::vector<std::string>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s + "}";
-}
+// "{a, b}"
+std::string NameList(const std::vector<std::string>& v) { return "{" + Join(v) + "}"; }
 
 // Where a BufferRef points, checked: the region, its device, the pointer.
 Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& what, const v1::BufferRef& ref,
@@ -54,7 +52,11 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
     KERNELD_RETURN_IF_ERROR(FromProto(op->name + ": attr " + Quote(name), v, &a));
     given.emplace(name, std::move(a));
   }
-  KERNELD_RETURN_IF_ERROR(ResolveAttrs(*op, given, &d->attrs));
+  // The library's call path (kerneld/call.h): attrs first, so an attr error
+  // is reported before any tensor is decoded.
+  KernelContext call;
+  KERNELD_RETURN_IF_ERROR(PrepareAttrs(*op, given, &call));
+  d->attrs = std::move(call.attrs);
 
   // Inputs, in schema order; a missing one keeps dtype kInvalid and is
   // reported by ValidateInputs.
@@ -105,10 +107,15 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
     }
   }
 
-  ShapeBindings bind;
-  KERNELD_RETURN_IF_ERROR(ValidateInputs(*op, d->inputs, d->attrs, &bind));
+  // Validation and output inference: the library's, moved in and out of
+  // the call's context (no copy of the views).
   std::vector<OutputSpec> specs;
-  KERNELD_RETURN_IF_ERROR(InferOutputs(*op, d->inputs, d->attrs, bind, &specs));
+  call.inputs = std::move(d->inputs);
+  call.attrs = std::move(d->attrs);
+  const Status prepared = PrepareInputs(call, &specs);
+  d->inputs = std::move(call.inputs);
+  d->attrs = std::move(call.attrs);
+  KERNELD_RETURN_IF_ERROR(prepared);
 
   for (const auto& [name, t] : req.outputs()) {
     int idx = op->OutputIndex(name);
@@ -211,28 +218,14 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
       v.data = bytes->data();
     }
   }
-  // Outputs placed in buffers must not partly overlap inputs or each other:
-  // a kernel may read an element after another thread overwrote it. Exact
-  // aliasing is allowed where the schema says so (in place, may_alias).
-  for (size_t i = 0; i < d->outputs.size(); ++i) {
-    const OutputDef& od = op->outputs[i];
-    const TensorView& o = d->outputs[i];
-    if (!od.in_place_of.empty()) continue;
-    for (size_t j = 0; j < d->inputs.size(); ++j) {
-      const TensorView& in = d->inputs[j];
-      if (!o.Overlaps(in)) continue;
-      if (od.may_alias == op->inputs[j].name && o.SameMemory(in)) continue;
-      return InvalidArgument(op->name + ": output '" + od.name + "' overlaps input '" + op->inputs[j].name +
-                             "' in its buffer" +
-                             (od.may_alias == op->inputs[j].name ? " without covering exactly the same bytes"
-                                                                  : "; this op cannot write over that input"));
-    }
-    for (size_t j = 0; j < i; ++j)
-      if (o.Overlaps(d->outputs[j]))
-        return InvalidArgument(op->name + ": outputs '" + op->outputs[j].name + "' and '" + od.name + "' overlap");
-  }
-  return Status::Ok();
+  // Outputs placed in buffers must not partly overlap inputs or each other
+  // (kerneld/call.h, CheckAliasing, says why).
+  call.inputs = std::move(d->inputs);
+  call.outputs = std::move(d->outputs);
+  const Status aliasing = CheckAliasing(call);
+  d->inputs = std::move(call.inputs);
+  d->outputs = std::move(call.outputs);
+  return aliasing;
 }
-
 
 }  // namespace kerneld::server

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "buffers/buffer_registry.h"
-#include "kerneld/check.h"
+#include "kerneld/call.h"
 #include "kerneld/v1/kerneld.pb.h"
 #include "service/memory_budget.h"
 

@@ -15,6 +15,7 @@
 #include "buffers.h"
 #include "daemon_fixture.h"
 #include "gpu_util.h"
+#include "reference.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "kerneld/dtype.h"
-#include "cpu/convert.h"
+#include "common/cpu/convert.h"
 #include "kerneld/half.h"
 
 namespace kerneld {

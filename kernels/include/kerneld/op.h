@@ -1,14 +1,23 @@
-// The op registry: one schema per op, implementations per backend.
+// The op registry: one schema per op, implementations per backend, each
+// registered by the file that defines it (PyTorch's TORCH_LIBRARY and one
+// TORCH_LIBRARY_IMPL per backend file):
 //
+//   // kernels/ops/scale/scale.cc: the schema, its float64 reference, bench shapes
 //   KERNELD_OP(scale) {
-//     return OpDef("scale")
-//         .Doc("y = x * factor, element-wise")
+//     OpDef op("scale");
+//     op.Doc("y = x * factor, element-wise")
 //         .Input("x", kFloatingTypes, "[...]")
 //         .Output("y", SameAs("x"))
 //         .MayAlias("y", "x")
-//         .Attr("factor", AttrType::kFloat, "multiplier")
-//         .Impl("cpu", cpu::Scale);
+//         .Attr("factor", AttrType::kFloat, "multiplier");
+//     return op;
 //   }
+//   // kernels/ops/scale/cpu.cc (cuda.cu likewise, compiled only with CUDA)
+//   KERNELD_IMPL(scale, cpu) { op.Impl("cpu", ScaleCpu, Requirements::Cpu()); }
+//
+// A backend that is not built is not linked, so no file needs an #ifdef:
+// kernels/CMakeLists.txt globs the op folders and links the library whole
+// (static registrars in an archive would otherwise be dropped).
 //
 // Shape rules are small patterns: "[..., hidden_size]" binds the trailing dim
 // to the symbol hidden_size (shared across inputs, so weight "[hidden_size]"
@@ -27,6 +36,7 @@
 #include <vector>
 
 #include "kerneld/dtype.h"
+#include "kerneld/host_tensor.h"
 #include "kerneld/status.h"
 #include "kerneld/tensor.h"
 
@@ -141,22 +151,6 @@ struct Requirements {
     r.min_compute_capability = min_cc;
     return r;
   }
-  Requirements& DTypes(DTypeSet s) {
-    dtypes = s;
-    return *this;
-  }
-  Requirements& Alignment(int a) {
-    alignment = a;
-    return *this;
-  }
-  Requirements& MaxComputeCapability(int cc) {
-    max_compute_capability = cc;
-    return *this;
-  }
-  Requirements& MaxElements(int64_t n) {
-    max_elements = n;
-    return *this;
-  }
   Requirements& When(std::string doc,
                      std::function<std::optional<std::string>(const KernelContext&)> p) {
     predicate_doc = std::move(doc);
@@ -168,17 +162,28 @@ struct Requirements {
   std::string Describe() const;
   // nullopt when the device can host this impl at all (request-independent).
   std::optional<std::string> RejectDevice(const DeviceInfo& dev) const;
-  // nullopt when this request can run (device assumed eligible).
-  std::optional<std::string> RejectRequest(const KernelContext& ctx) const;
+  // nullopt when this request can run (device assumed eligible). With
+  // `staged_on` a CUDA device, views in host memory are judged as the worker
+  // will stage them there (fresh 256-byte aligned device memory): the
+  // scheduler asks before staging, on the request's own views, with no copy.
+  std::optional<std::string> RejectRequest(const KernelContext& ctx,
+                                           const DeviceInfo* staged_on = nullptr) const;
 };
 
 using KernelFn = std::function<Status(KernelContext&)>;
+
+// Static ranks (ImplDef::priority): higher wins among eligible impls. The
+// portable CPU code is the fallback; a device kernel or vendor library
+// outranks it wherever its device is eligible. Per-request exceptions are
+// ImplDef::priority_for, beside the measurement that justifies them.
+inline constexpr int kPriorityFallback = 0;  // cpu: runs anywhere
+inline constexpr int kPriorityDevice = 10;   // a GPU kernel or library
 
 struct ImplDef {
   std::string backend;  // "cpu", "cuda", "cublas", ...
   KernelFn fn;
   Requirements requires_;
-  int priority = 0;  // higher wins among eligible impls (static ranking)
+  int priority = kPriorityFallback;  // higher wins among eligible impls (static ranking)
   // Optional: a different rank for some requests (shape, dtype, attrs), where
   // measurement says this impl is the faster one only there; nullopt keeps
   // `priority`. priority_doc says when, for ListKernels and the docs.
@@ -202,6 +207,22 @@ struct ImplDef {
 using CheckFn = std::function<Status(const OpDef&, const std::vector<TensorView>& inputs,
                                      const AttrMap& attrs, ShapeBindings* bind)>;
 
+// The op's outputs from its inputs in float64: the oracle of the unit and
+// GPU tests, `kernelctl run --check` and the bench's self-check. False (with
+// *error) when the inputs are unusable. Random ops (sampling) have none;
+// their tests check support and distribution instead.
+using ReferenceFn = std::function<bool(const HostTensors& inputs, const AttrMap& attrs,
+                                       HostTensors* outputs, std::string* error)>;
+
+// How kernel_bench sizes the op for a (rows, hidden) problem: each input's
+// shape, the attrs, and the range its random floating inputs are drawn from.
+struct BenchSpec {
+  std::function<std::map<std::string, Shape>(int64_t rows, int64_t hidden)> shapes;
+  AttrMap attrs;
+  double lo = -1, hi = 1;
+  bool range_per_hidden = false;  // [lo, hi) / hidden: probabilities of a row
+};
+
 struct OpDef {
   std::string name;
   std::string doc;
@@ -211,6 +232,8 @@ struct OpDef {
   std::vector<ImplDef> impls;
   std::vector<CheckFn> checks;  // extra validation after shape matching
   std::vector<std::pair<std::string, std::string>> same_dtype;  // input pairs
+  ReferenceFn reference;                                        // empty: no deterministic reference
+  BenchSpec bench;  // bench.shapes empty: kernel_bench skips the op
 
   explicit OpDef(std::string n) : name(std::move(n)) {}
 
@@ -231,8 +254,10 @@ struct OpDef {
   OpDef& AttrWithDefault(std::string n, AttrType t, AttrValue default_value, std::string d = "");
   OpDef& SameDType(const std::string& a, const std::string& b);
   OpDef& Check(CheckFn fn);
+  OpDef& Reference(ReferenceFn fn);
+  OpDef& Bench(BenchSpec spec);
   OpDef& Impl(std::string backend, KernelFn fn, Requirements req = Requirements::Cpu(),
-              int priority = 0);
+              int priority = kPriorityFallback);
 
   int InputIndex(std::string_view n) const;   // -1 when absent
   int OutputIndex(std::string_view n) const;  // -1 when absent
@@ -251,14 +276,11 @@ class KernelContext {
   std::vector<TensorView> outputs;
   AttrMap attrs;
   DeviceInfo device;
-  void* stream = nullptr;     // cudaStream_t on CUDA devices
-  void* workspace = nullptr;  // optional scratch (device memory)
-  int64_t workspace_bytes = 0;
+  void* stream = nullptr;      // cudaStream_t on CUDA devices
   ThreadPool* pool = nullptr;  // CPU intra-op parallelism
 
   const TensorView& input(std::string_view n) const;
   TensorView& output(std::string_view n);
-  bool has_input(std::string_view n) const { return op->InputIndex(n) >= 0; }
 
   double attr_f(std::string_view n) const;
   int64_t attr_i(std::string_view n) const;
@@ -270,22 +292,59 @@ class KernelContext {
 
 class OpRegistry {
  public:
-  // The process-wide registry with every built-in op registered.
+  // The process-wide registry: every op and impl that registered itself
+  // (KERNELD_OP, KERNELD_IMPL), built on first use.
   static OpRegistry& Global();
 
   Status Register(OpDef op);
   const OpDef* Find(std::string_view name) const;
   std::vector<const OpDef*> List() const;     // sorted by name
   std::vector<std::string> Backends() const;  // union over ops, sorted
+  // Backends() and every backend the library declares (KERNELD_BACKEND),
+  // built into this binary or not: the names a request may use. Sorted.
+  std::vector<std::string> KnownBackends() const;
 
  private:
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
 };
 
-// Registers the built-in ops (kernels/ops/ops.inc lists them).
-void RegisterBuiltinOps(OpRegistry& registry);
+// ----- static registration -------------------------------------------------
 
-// Defines the registration function of an op; list the op in ops.inc.
-#define KERNELD_OP(name) ::kerneld::OpDef KerneldDefineOp_##name()
+using OpDefineFn = OpDef (*)();
+using ImplDefineFn = void (*)(OpDef& op);
+
+// Run at static initialization; they only record the functions, which
+// OpRegistry::Global() calls on first use: the schemas first, then every
+// impl of the op (sorted by backend name, whatever the link order), so an
+// impl never depends on the order of static initializers.
+struct OpRegistrar {
+  OpRegistrar(const char* id, OpDefineFn fn);
+};
+struct ImplRegistrar {
+  ImplRegistrar(const char* op_id, const char* file, ImplDefineFn fn);
+};
+struct BackendRegistrar {
+  explicit BackendRegistrar(const char* name);
+};
+
+// Declares a backend the library has sources for (kernels/src/backends.cc),
+// so that a build without it answers "not built here", not "unknown".
+#define KERNELD_BACKEND(name) \
+  static const ::kerneld::BackendRegistrar kerneld_backend_registrar_##name(#name)
+
+// Defines the op whose folder this file is in; `id` is the op's name (for
+// the test ops, the name without its leading underscore).
+#define KERNELD_OP(id)                                                                       \
+  static ::kerneld::OpDef KerneldDefineOp_##id();                                            \
+  static const ::kerneld::OpRegistrar kerneld_op_registrar_##id(#id, &KerneldDefineOp_##id); \
+  static ::kerneld::OpDef KerneldDefineOp_##id()
+
+// Adds one backend's impls to op `id` (the body sees `OpDef& op` and calls
+// op.Impl(...)); `backend` names the registration, one per file.
+#define KERNELD_IMPL(id, backend)                                                \
+  static void KerneldDefineImpl_##id##_##backend(::kerneld::OpDef& op);          \
+  static const ::kerneld::ImplRegistrar kerneld_impl_registrar_##id##_##backend( \
+      #id, __FILE__, &KerneldDefineImpl_##id##_##backend);                       \
+  static void KerneldDefineImpl_##id##_##backend([[maybe_unused]] ::kerneld::OpDef& op)
 
 }  // namespace kerneld

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kerneld {
 
@@ -41,6 +42,9 @@ std::string_view StatusCodeName(StatusCode code);
 // connection.
 std::string Quote(std::string_view s);
 
+// "a, b, c": the lists in messages (names, reasons).
+std::string Join(const std::vector<std::string>& v, std::string_view sep = ", ");
+
 // The same without the quotes (for values already framed, such as ids).
 std::string Sanitize(std::string_view s, size_t max_bytes = 128);
 
@@ -67,25 +71,19 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string msg) {
   return {StatusCode::kInvalidArgument, std::move(msg)};
 }
-inline Status NotFound(std::string msg) {
-  return {StatusCode::kNotFound, std::move(msg)};
-}
+inline Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
 inline Status FailedPrecondition(std::string msg) {
   return {StatusCode::kFailedPrecondition, std::move(msg)};
 }
-inline Status Internal(std::string msg) {
-  return {StatusCode::kInternal, std::move(msg)};
-}
+inline Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 inline Status ResourceExhausted(std::string msg) {
   return {StatusCode::kResourceExhausted, std::move(msg)};
 }
-inline Status Unavailable(std::string msg) {
-  return {StatusCode::kUnavailable, std::move(msg)};
-}
+inline Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
 
-#define KERNELD_RETURN_IF_ERROR(expr)         \
-  do {                                        \
-    ::kerneld::Status _kerneld_st = (expr);   \
+#define KERNELD_RETURN_IF_ERROR(expr)          \
+  do {                                         \
+    ::kerneld::Status _kerneld_st = (expr);    \
     if (!_kerneld_st.ok()) return _kerneld_st; \
   } while (0)
 

@@ -1,7 +1,10 @@
 // Devices and tensor views.
 //
-// TensorView mirrors DLPack's DLTensor (data, device, dtype, shape, strides,
+// TensorView mirrors DLPack's DLTensor (data, device, dtype, shape,
 // byte_offset) so that a client's DLPack capsule maps onto it field by field.
+// Views are contiguous row-major: the wire format has no strides and no
+// kernel takes them, so DLTensor's strides field has no counterpart here (a
+// strided client tensor is made contiguous before it is sent).
 // A view never owns memory: the server's buffer layer keeps the region alive
 // for the request's life.
 #pragma once
@@ -59,8 +62,7 @@ struct TensorView {
   void* data = nullptr;  // base pointer; element 0 lives at data + byte_offset
   Device device;
   DType dtype = DType::kInvalid;
-  Shape shape;
-  Shape strides;  // in elements; empty means contiguous row-major
+  Shape shape;  // contiguous, row-major
   int64_t byte_offset = 0;
 
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
@@ -68,7 +70,6 @@ struct TensorView {
   // which every view built from a request does before it gets here.
   int64_t numel() const;
   int64_t nbytes() const { return numel() * static_cast<int64_t>(ItemSize(dtype)); }
-  bool is_contiguous() const;
   int64_t dim(int64_t i) const {  // negative counts from the end
     return shape[static_cast<size_t>(i < 0 ? i + ndim() : i)];
   }
@@ -81,9 +82,7 @@ struct TensorView {
   int alignment() const;
   // True when both views cover overlapping bytes.
   bool Overlaps(const TensorView& o) const;
-  bool SameMemory(const TensorView& o) const {
-    return raw() == o.raw() && nbytes() == o.nbytes();
-  }
+  bool SameMemory(const TensorView& o) const { return raw() == o.raw() && nbytes() == o.nbytes(); }
 };
 
 }  // namespace kerneld

@@ -1,0 +1,20 @@
+// Launch geometry shared by the CUDA launchers. Framework-agnostic (no
+// KernelContext): op headers (ops/<op>/cuda.cuh) include it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace kerneld::cuda {
+
+inline bool IsAligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Grid for a grid-stride loop over `work` items: enough blocks to fill every
+// SM several times over, never more than the work needs.
+inline unsigned GridFor(int sm_count, int64_t work, int block) {
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t want = (work + block - 1) / block;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(want, sms * 16)));
+}
+
+}  // namespace kerneld::cuda

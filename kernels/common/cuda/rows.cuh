@@ -1,0 +1,137 @@
+// Shared pieces of the row-wise CUDA kernels (the norms and the gated
+// activations): packed element access, float32 sums over a row's threads,
+// the launch shape for a row width, and dtype/width dispatch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "common/cuda/block_reduce.cuh"
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dispatch.cuh"
+#include "common/cuda/launch.cuh"
+#include "common/cuda/vec.cuh"
+#include "kerneld/op.h"
+
+namespace kerneld::cuda {
+
+// N elements of T moved by one load or store: N = 16 / sizeof(T) is the
+// 128-bit vector path, N = 1 the scalar path (any H, any element offset).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+template <typename T>
+inline constexpr int kVecN = 16 / static_cast<int>(sizeof(T));
+
+// The vector path needs every row start 16-byte aligned: the base pointers
+// aligned and the row length a whole number of vectors.
+template <typename T>
+bool VectorRowsOk(int64_t row_len, std::initializer_list<const void*> ptrs) {
+  if (row_len % kVecN<T> != 0) return false;
+  for (const void* p : ptrs)
+    if (!IsAligned16(p)) return false;
+  return true;
+}
+
+// The warp sum of block_reduce.cuh (one reduction tree for every kernel).
+using blockops::WarpSum;
+
+// Rows per block times 32: one partial sum per warp of each row.
+inline constexpr int kRowScratch = 256;
+
+// Sum of v over the threads of one row (threadIdx.x; blockDim.x a multiple
+// of 32); every thread gets the total. Every thread of the block must call
+// it: it synchronizes the block when a row spans several warps. Each warp
+// then reduces the per-warp partials itself, which saves a broadcast.
+__device__ __forceinline__ float RowSum(float v, float* scratch) {
+  v = WarpSum(v);
+  if (blockDim.x == 32) return v;
+  float* s = scratch + threadIdx.y * 32;
+  const unsigned lane = threadIdx.x & 31u;
+  if (lane == 0) s[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = lane < (blockDim.x >> 5) ? s[lane] : 0.0f;
+  v = WarpSum(v);
+  __syncthreads();  // the scratch is free for the next RowSum
+  return v;
+}
+
+// How a row-wise norm kernel covers its rows. `units` is the row length in
+// packs. The row is cached in registers (`items` packs per thread) so that
+// x is read from DRAM once; a row too wide for that (items == 0) goes to a
+// kernel that streams it from global memory again (L2 hits).
+struct RowPlan {
+  int items = 0;
+  dim3 block;
+  unsigned grid = 1;
+};
+
+// The launch shape for `items` packs a thread (0: the streaming kernel's
+// 1024-thread blocks): threads a row rounded up to a warp, and short rows
+// share a block (at most kRowScratch / 32 rows, 256 threads).
+inline RowPlan PlanRowsWithItems(int64_t rows, int64_t units, int items) {
+  RowPlan p;
+  p.items = items;
+  int tpr = 1024;
+  if (items > 0) {
+    const int64_t threads = (units + items - 1) / items;
+    tpr = static_cast<int>(std::max<int64_t>(32, (threads + 31) / 32 * 32));
+  }
+  const int rpb = std::max(1, 256 / tpr);
+  p.block = dim3(static_cast<unsigned>(tpr), static_cast<unsigned>(rpb));
+  const int64_t blocks = (rows + rpb - 1) / rpb;
+  p.grid = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 30));
+  return p;
+}
+
+inline RowPlan PlanNormRows(int64_t rows, int64_t units, int max_items) {
+  // Up to 128 threads a row with 1 or 2 packs each; from 4 packs on, up to
+  // 1024 threads. Several packs per thread keep several 16-byte loads in
+  // flight per thread, and a narrow block lets many rows share an SM.
+  int items = 0;
+  for (int k : {1, 2, 4, 8}) {
+    if (k > max_items) break;
+    if (units <= int64_t{k} * (k < 4 ? 128 : 1024)) {
+      items = k;
+      break;
+    }
+  }
+  return PlanRowsWithItems(rows, units, items);
+}
+
+// The largest register cache per thread: 8 single elements, or 4 vectors
+// (8 vectors of bfloat16 converted to float32 overflow the 64 registers a
+// 1024-thread block allows and spill). Wider rows take the streaming kernel.
+template <int N>
+inline constexpr int kMaxItems = N == 1 ? 8 : 4;
+
+// Calls f(std::integral_constant<int, items>{}) for items in {1, 2, 4, 8}
+// up to kMaxItems: one kernel instantiation per register-cache size.
+template <int kMaxItems, typename F>
+Status DispatchItems(int items, F&& f) {
+  switch (items) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 4:
+      if constexpr (kMaxItems >= 4) return f(std::integral_constant<int, 4>{});
+      break;
+    case 8:
+      if constexpr (kMaxItems >= 8) return f(std::integral_constant<int, 8>{});
+      break;
+    default:
+      break;
+  }
+  return Internal("row plan with " + std::to_string(items) + " items per thread");
+}
+
+}  // namespace kerneld::cuda

@@ -1,0 +1,13 @@
+// gelu_and_mul, CPU: y = act(gate) * up in float32, rounded once (common/cpu/act_and_mul.h).
+#include "common/cpu/act_and_mul.h"
+#include "kerneld/op.h"
+
+namespace kerneld::cpu {
+
+KERNELD_IMPL(gelu_and_mul, cpu) {
+  op.Impl(
+      "cpu", [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_and_mul", act::Gelu{}); },
+      Requirements::Cpu(), kPriorityFallback);
+}
+
+}  // namespace kerneld::cpu

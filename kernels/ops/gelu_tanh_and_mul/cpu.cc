@@ -1,0 +1,14 @@
+// gelu_tanh_and_mul, CPU: y = act(gate) * up in float32, rounded once (common/cpu/act_and_mul.h).
+#include "common/cpu/act_and_mul.h"
+#include "kerneld/op.h"
+
+namespace kerneld::cpu {
+
+KERNELD_IMPL(gelu_tanh_and_mul, cpu) {
+  op.Impl(
+      "cpu",
+      [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_tanh_and_mul", act::GeluTanh{}); },
+      Requirements::Cpu(), kPriorityFallback);
+}
+
+}  // namespace kerneld::cpu

@@ -1,0 +1,290 @@
+// gemm through cuBLASLt: float32 accumulation (CUBLAS_COMPUTE_32F, which is
+// plain FP32 for float32 inputs: no TF32, so float32 meets 1e-5).
+//
+// cuBLASLt is column-major; a row-major c[M, N] = a[M, K] @ b is the
+// column-major c^T[N, M] = b^T[N, K] @ a^T[K, M], and a row-major matrix is
+// its own transpose read column-major. So the call passes b as "A" and a as
+// "B", with no copies: b [K, N] is a column-major N x K matrix (ld N, no
+// transpose); b [N, K] (transpose_b) is a column-major K x N one that is
+// transposed (ld K).
+//
+// Each worker thread keeps, per device, one cuBLASLt handle and a 32 MiB
+// workspace (created on first use), and the plans it has built (descriptors
+// plus the heuristic's algorithm), keyed by shape, dtype and the actual
+// alignment of the pointers, so a steady stream of one shape costs one
+// cublasLtMatmul call. Per thread because the workspace may be reused only
+// in stream order: a worker thread launches on its own stream (tests and
+// benchmarks on one stream at a time).
+
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "common/cuda/cuda_check.cuh"
+#include "kerneld/op.h"
+#include "ops/gemm/cublas.h"
+#include "ops/gemm/cublaslt_api.h"
+
+namespace kerneld::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
+constexpr size_t kMaxPlans = 256;
+
+// Only called once GemmCublas has checked that the library loaded.
+const CublasLtApi& Lt() { return *LoadCublasLt(nullptr); }
+
+Status LtStatus(cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return Internal(std::string("gemm: ") + what + ": " + Lt().GetStatusName(st) + ": " +
+                  Lt().GetStatusString(st));
+}
+
+#define KERNELD_LT(call, what) KERNELD_RETURN_IF_ERROR(LtStatus((call), what))
+
+struct PlanKey {
+  int device;
+  DType dtype;
+  bool transpose_b;
+  int64_t m, n, k;
+  int align_a, align_b, align_c;
+  bool operator<(const PlanKey& o) const {
+    return std::tie(device, dtype, transpose_b, m, n, k, align_a, align_b, align_c) <
+           std::tie(o.device, o.dtype, o.transpose_b, o.m, o.n, o.k, o.align_a, o.align_b,
+                    o.align_c);
+  }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t lb = nullptr, la = nullptr, lc = nullptr;  // "A" = b, "B" = a
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct DeviceState {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+void Destroy(Plan& p) {
+  if (p.desc) Lt().MatmulDescDestroy(p.desc);
+  if (p.lb) Lt().MatrixLayoutDestroy(p.lb);
+  if (p.la) Lt().MatrixLayoutDestroy(p.la);
+  if (p.lc) Lt().MatrixLayoutDestroy(p.lc);
+  p = Plan{};
+}
+
+class LtCache {
+ public:
+  ~LtCache() {
+    for (auto& [_, p] : plans_) Destroy(p);
+    for (auto& [_, d] : devices_) {
+      if (d.handle) Lt().Destroy(d.handle);
+      if (d.workspace) cudaFree(d.workspace);  // errors at process exit are moot
+    }
+  }
+
+  bool Ready(int device) const {
+    auto it = devices_.find(device);
+    return it != devices_.end() && it->second.handle != nullptr;
+  }
+
+  Status Device(int device, DeviceState** out) {
+    DeviceState& d = devices_[device];
+    if (d.handle == nullptr) {
+      KERNELD_LT(Lt().Create(&d.handle), "cublasLtCreate");
+      // Without a workspace cuBLASLt still works, with fewer algorithms.
+      if (cudaMalloc(&d.workspace, kWorkspaceBytes) == cudaSuccess) {
+        d.workspace_bytes = kWorkspaceBytes;
+      } else {
+        cudaGetLastError();
+        d.workspace = nullptr;
+      }
+    }
+    *out = &d;
+    return Status::Ok();
+  }
+
+  Status GetPlan(const PlanKey& key, const DeviceState& dev, Plan** out) {
+    auto it = plans_.find(key);
+    if (it != plans_.end()) {
+      *out = &it->second;
+      return Status::Ok();
+    }
+    if (plans_.size() >= kMaxPlans) {  // many shapes: start over rather than grow
+      for (auto& [_, p] : plans_) Destroy(p);
+      plans_.clear();
+    }
+    Plan p;
+    Status st = Build(key, dev, &p);
+    if (!st.ok()) {
+      Destroy(p);
+      return st;
+    }
+    *out = &plans_.emplace(key, p).first->second;
+    return Status::Ok();
+  }
+
+ private:
+  static Status Build(const PlanKey& key, const DeviceState& dev, Plan* p) {
+    const cudaDataType_t type = key.dtype == DType::kFloat16    ? CUDA_R_16F
+                                : key.dtype == DType::kBFloat16 ? CUDA_R_16BF
+                                                                : CUDA_R_32F;
+    KERNELD_LT(Lt().MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, tn = CUBLAS_OP_N;
+    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+               "TRANSA");
+    KERNELD_LT(Lt().MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof(tn)),
+               "TRANSB");
+    const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n),
+               k = static_cast<uint64_t>(key.k);
+    if (key.transpose_b) {
+      KERNELD_LT(Lt().MatrixLayoutCreate(&p->lb, type, k, n, key.k), "layout b");
+    } else {
+      KERNELD_LT(Lt().MatrixLayoutCreate(&p->lb, type, n, k, key.n), "layout b");
+    }
+    KERNELD_LT(Lt().MatrixLayoutCreate(&p->la, type, k, m, key.k), "layout a");
+    KERNELD_LT(Lt().MatrixLayoutCreate(&p->lc, type, n, m, key.n), "layout c");
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    KERNELD_LT(Lt().MatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    struct PrefGuard {
+      cublasLtMatmulPreference_t p;
+      ~PrefGuard() { Lt().MatmulPreferenceDestroy(p); }
+    } guard{pref};
+    const uint64_t ws = dev.workspace_bytes;
+    const uint32_t al_b = static_cast<uint32_t>(key.align_b),
+                   al_a = static_cast<uint32_t>(key.align_a),
+                   al_c = static_cast<uint32_t>(key.align_c);
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &ws, sizeof(ws)),
+               "workspace preference");
+    // The heuristic assumes 256-byte aligned operands unless told otherwise.
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                 &al_b, sizeof(al_b)),
+               "alignment preference");
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                 &al_a, sizeof(al_a)),
+               "alignment preference");
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                 &al_c, sizeof(al_c)),
+               "alignment preference");
+    KERNELD_LT(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                 &al_c, sizeof(al_c)),
+               "alignment preference");
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    KERNELD_LT(Lt().MatmulAlgoGetHeuristic(dev.handle, p->desc, p->lb, p->la, p->lc, p->lc, pref, 1,
+                                           &result, &found),
+               "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0)
+      return Internal("gemm: cuBLASLt has no algorithm for " + std::string(DTypeName(key.dtype)) +
+                      " " + std::to_string(key.m) + "x" + std::to_string(key.n) + "x" +
+                      std::to_string(key.k));
+    p->algo = result.algo;
+    return Status::Ok();
+  }
+
+  std::map<int, DeviceState> devices_;
+  std::map<PlanKey, Plan> plans_;
+};
+
+thread_local LtCache t_cache;
+
+}  // namespace
+
+std::optional<std::string> CublasUnavailable(const KernelContext&) {
+  std::string error;
+  if (LoadCublasLt(&error) == nullptr) return error;
+  return std::nullopt;
+}
+
+void WarmUpCublas(const DeviceInfo& dev) {
+  std::string error;
+  if (LoadCublasLt(&error) == nullptr || !dev.device.is_cuda()) return;
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != dev.device.index) return;
+  DeviceState* state = nullptr;
+  if (!t_cache.Device(dev.device.index, &state).ok()) return;
+  // The first matmul of a thread also pays cuBLASLt's own set-up (its
+  // kernels' modules load on first use): run a small one per dtype and
+  // layout, on a private stream, and drop the results. Stream-ordered
+  // allocation: cudaMalloc/cudaFree would stall the device's other threads.
+  const OpDef* op = OpRegistry::Global().Find("gemm");
+  constexpr int64_t kM = 16, kN = 64, kK = 64;
+  constexpr size_t kBytes = (kM * kK + kK * kN + kM * kN) * sizeof(float);
+  void* buf = nullptr;
+  cudaStream_t s = nullptr;
+  if (op == nullptr || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return;
+  if (cudaMallocAsync(&buf, kBytes, s) == cudaSuccess &&
+      cudaMemsetAsync(buf, 0, kBytes, s) == cudaSuccess) {
+    bool ok = true;
+    for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (bool tb : {false, true}) {
+        if (!ok) break;
+        KernelContext ctx;
+        ctx.op = op;
+        ctx.device = dev;
+        ctx.stream = s;
+        ctx.attrs = {{"transpose_b", tb}, {"alpha", 1.0}};
+        TensorView a, b, c;
+        a.device = b.device = c.device = dev.device;
+        a.dtype = b.dtype = c.dtype = dt;
+        a.shape = {kM, kK};
+        b.shape = tb ? Shape{kN, kK} : Shape{kK, kN};
+        c.shape = {kM, kN};
+        a.data = buf;
+        b.data = static_cast<char*>(buf) + kM * kK * sizeof(float);
+        c.data = static_cast<char*>(buf) + (kM * kK + kK * kN) * sizeof(float);
+        ctx.inputs = {a, b};
+        ctx.outputs = {c};
+        ok = GemmCublas(ctx).ok();
+      }
+    }
+  }
+  if (buf) cudaFreeAsync(buf, s);
+  cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+}
+
+bool CublasThreadReady(int device) { return t_cache.Ready(device); }
+
+Status GemmCublas(KernelContext& ctx) {
+  if (auto why = CublasUnavailable(ctx)) return FailedPrecondition("gemm: " + *why);
+  const TensorView& a = ctx.input("a");
+  const TensorView& b = ctx.input("b");
+  TensorView& c = ctx.output("c");
+  const int64_t m = a.dim(0), k = a.dim(1), n = c.dim(1);
+  if (m == 0 || n == 0) return Status::Ok();
+  cudaStream_t s = StreamOf(ctx);
+  if (k == 0)  // an empty sum: c = 0 (all-zero bits in every float type)
+    return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), s), "gemm");
+  DeviceState* dev = nullptr;
+  KERNELD_RETURN_IF_ERROR(t_cache.Device(ctx.device.device.index, &dev));
+  const PlanKey key{
+      ctx.device.device.index, a.dtype,      ctx.attr_b("transpose_b"), m, n, k, a.alignment(),
+      b.alignment(),           c.alignment()};
+  Plan* plan = nullptr;
+  KERNELD_RETURN_IF_ERROR(t_cache.GetPlan(key, *dev, &plan));
+  const float alpha = static_cast<float>(ctx.attr_f("alpha")), beta = 0.0f;
+  // beta = 0: c is not read, so a poisoned output stays out of the sum.
+  return LtStatus(Lt().Matmul(dev->handle, plan->desc, &alpha, b.raw(), plan->lb, a.raw(), plan->la,
+                              &beta, c.raw(), plan->lc, c.raw(), plan->lc, &plan->algo,
+                              dev->workspace, dev->workspace_bytes, s),
+                  "cublasLtMatmul");
+}
+
+// Ranks at kPriorityDevice; the decode kernel outranks it only where
+// measured faster (ops/gemm/cuda.cu, DecodeRankFor).
+KERNELD_IMPL(gemm, cublas) {
+  op.Impl("cublas", GemmCublas, Requirements::Cuda(80).When("libcublasLt loads", CublasUnavailable),
+          kPriorityDevice);
+  op.impls.back().thread_warm_up = WarmUpCublas;
+}
+
+}  // namespace kerneld::cuda

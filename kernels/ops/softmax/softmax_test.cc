@@ -1,0 +1,85 @@
+// softmax on the CPU against a float64 reference: dtypes x shapes (odd and
+// large vocabularies) x temperatures, stability with huge logits, and the
+// error cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "op_runner.h"
+
+namespace kerneld::testing {
+namespace {
+
+class SoftmaxTest
+    : public ::testing::TestWithParam<std::tuple<DType, std::pair<int64_t, int64_t>, double>> {};
+
+TEST_P(SoftmaxTest, MatchesFloat64Reference) {
+  auto [dtype, shape, temperature] = GetParam();
+  auto [rows, vocab] = shape;
+  std::mt19937_64 rng(static_cast<uint64_t>(rows * 131 + vocab));
+  HostTensors in = {{"logits", Random(dtype, {rows, vocab}, rng, -8, 8)}};
+  AttrMap attrs = {{"temperature", temperature}};
+  OpRun r = RunOnCpu("softmax", in, attrs);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const HostTensor& p = r.outputs["probs"];
+  EXPECT_EQ(p.dtype, DType::kFloat32);
+  EXPECT_EQ(p.shape, (std::vector<int64_t>{rows, vocab}));
+  EXPECT_EQ(CheckAgainstReference("softmax", in, attrs, r.outputs), "");
+  for (int64_t i = 0; i < rows; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < vocab; ++j) s += p.values[static_cast<size_t>(i * vocab + j)];
+    EXPECT_NEAR(s, 1.0, 1e-5) << "row " << i;
+  }
+}
+
+std::string SoftmaxName(const ::testing::TestParamInfo<SoftmaxTest::ParamType>& info) {
+  const auto& [dt, shape, t] = info.param;
+  return std::string(DTypeName(dt)) + "_" + std::to_string(shape.first) + "x" + std::to_string(shape.second) + "_t" +
+         std::to_string(static_cast<int>(t * 10));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, SoftmaxTest,
+    ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
+                       ::testing::Values(std::pair<int64_t, int64_t>{1, 1}, std::pair<int64_t, int64_t>{3, 127},
+                                         std::pair<int64_t, int64_t>{2, 4097}, std::pair<int64_t, int64_t>{5, 8192},
+                                         std::pair<int64_t, int64_t>{2, 50257}),
+                       ::testing::Values(1.0, 0.7, 2.5)),
+                         SoftmaxName);
+
+TEST(Softmax, StableForHugeLogits) {
+  HostTensors in;
+  in["logits"] = {DType::kFloat32, {2, 3}, {1000, 999, -1000, -3e38, 3e38, 0}};
+  OpRun r = RunOnCpu("softmax", in, {});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(CheckAgainstReference("softmax", in, {}, r.outputs), "");
+  EXPECT_NEAR(r.outputs["probs"].values[0], 1 / (1 + std::exp(-1.0)), 1e-6);
+  EXPECT_EQ(r.outputs["probs"].values[4], 1.0);
+}
+
+TEST(Softmax, MisalignedView) {
+  std::mt19937_64 rng(1);
+  HostTensors in = {{"logits", Random(DType::kFloat16, {3, 1000}, rng, -4, 4)}};
+  OpRun r = RunOnCpu("softmax", in, {}, "", /*misalign=*/2);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(CheckAgainstReference("softmax", in, {}, r.outputs), "");
+}
+
+TEST(Softmax, Errors) {
+  std::mt19937_64 rng(2);
+  HostTensors in = {{"logits", Random(DType::kFloat32, {2, 8}, rng)}};
+  OpRun r = RunOnCpu("softmax", in, {{"temperature", 0.0}});
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status.message(), "softmax: attr 'temperature' must be a finite value > 0, got 0");
+  r = RunOnCpu("softmax", in, {{"temperature", -1.5}});
+  EXPECT_EQ(r.status.message(), "softmax: attr 'temperature' must be a finite value > 0, got -1.5");
+  r = RunOnCpu("softmax", in, {{"temperature", std::string("hot")}});
+  EXPECT_EQ(r.status.message(), "softmax: attr 'temperature' must be float, got string \"hot\"");
+  r = RunOnCpu("softmax", {{"logits", Random(DType::kInt32, {2, 8}, rng, 0, 9)}}, {});
+  EXPECT_EQ(r.status.message(), "softmax: 'logits' dtype int32 not in {float16, bfloat16, float32}");
+  r = RunOnCpu("softmax", {{"logits", Random(DType::kFloat32, {8}, rng)}}, {});
+  EXPECT_EQ(r.status.message(), "softmax: 'logits' has shape [8] (rank 1), expected [batch, vocab] (rank 2)");
+}
+
+}  // namespace
+}  // namespace kerneld::testing
