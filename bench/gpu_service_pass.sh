@@ -3,7 +3,9 @@
 # scripts/device_bundle unpacked into .device/kerneld: the gpu tests, then
 # kerneld beside the echo floor (bench/perf_compare.sh, same run), then
 # scale on 4096 float16 in a registered CUDA IPC buffer under kernelctl
-# perf (the issue's headline shape). Logs under $OUT; a short table last.
+# perf (the issue's headline shape), with and without --adaptive_spin_us.
+# SKIP_TESTS=1 / SKIP_COMPARE=1 leave out the first two parts (to fit one
+# call beside another pass). Logs under $OUT; a short table last.
 set -uo pipefail
 B=${BUNDLE:-.device/kerneld}
 OUT=${OUT:-gpu-logs}
@@ -12,32 +14,37 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export KERNELD_BINARY=$PWD/$B/bin/kerneld
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 summary=()
-for t in "$B"/tests/*; do
+for t in $([[ ${SKIP_TESTS:-0} == 1 ]] || echo "$B"/tests/*); do
   name=$(basename "$t")
   timeout 300 "$t" --gtest_brief=1 >"$OUT/$name.log" 2>&1
   rc=$?
   summary+=("$(printf '%-28s %s' "$name" "$([[ $rc == 0 ]] && echo PASS || echo "FAIL rc=$rc")")")
   [[ $rc == 0 ]] || tail -20 "$OUT/$name.log"
 done
-KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor \
+[[ ${SKIP_COMPARE:-0} == 1 ]] || KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor \
   WINDOW_MS=${WINDOW_MS:-300} MAX_WINDOWS=${MAX_WINDOWS:-6} \
   timeout 400 bench/perf_compare.sh >"$OUT/perf_compare.txt" 2>&1
 summary+=("$(printf '%-28s %s' "perf_compare" "rc=$?")")
-rm -f /tmp/kready
-"$B/bin/kerneld" --listen 127.0.0.1:0 --listen unix:/tmp/kerneld.sock --metrics_listen off \
-  --ready_file /tmp/kready ${KERNELD_FLAGS:-} >"$OUT/kerneld_ipc.log" 2>&1 &
-KPID=$!
-for _ in $(seq 100); do [[ -s /tmp/kready ]] && break; sleep 0.1; done
-T=$(awk '/^grpc/ && $2 !~ /^unix/ {print $2; exit}' /tmp/kready)
-for target in "$T" unix:/tmp/kerneld.sock; do
-  for mode in unary stream; do
-    echo "== $target $mode" >>"$OUT/perf_ipc.txt"
-    timeout 120 "$B/bin/kernelctl" --target "$target" perf scale --backend cuda --via ipc --dtype float16 \
-      --shape 4096 --attr factor=2 --concurrency 1,32 --mode $mode --window-ms 300 --max-windows 6 \
-      >>"$OUT/perf_ipc.txt" 2>/dev/null
+for flags in "${KERNELD_FLAGS:-}" "${KERNELD_FLAGS:-} --adaptive_spin_us=200"; do
+  rm -f /tmp/kready /tmp/kerneld.sock
+  "$B/bin/kerneld" --listen 127.0.0.1:0 --listen unix:/tmp/kerneld.sock --metrics_listen off \
+    --ready_file /tmp/kready $flags >"$OUT/kerneld_ipc.log" 2>&1 &
+  KPID=$!
+  for _ in $(seq 100); do [[ -s /tmp/kready ]] && break; sleep 0.1; done
+  T=$(awk '/^grpc/ && $2 !~ /^unix/ {print $2; exit}' /tmp/kready)
+  for target in "$T" unix:/tmp/kerneld.sock; do
+    for mode in unary stream; do
+      echo "== flags '$flags' $target $mode" >>"$OUT/perf_ipc.txt"
+      timeout 120 "$B/bin/kernelctl" --target "$target" perf scale --backend cuda --via ipc --dtype float16 \
+        --shape 4096 --attr factor=2 --concurrency 1,32 --mode $mode --window-ms ${WINDOW_MS:-300} \
+        --max-windows ${MAX_WINDOWS:-6} >>"$OUT/perf_ipc.txt" 2>/dev/null
+    done
   done
+  echo "== flags '$flags' $T unary, inline 2 MiB (1M float16)" >>"$OUT/perf_ipc.txt"
+  timeout 60 "$B/bin/kernelctl" --target "$T" perf scale --backend cuda --dtype float16 --shape 1048576 \
+    --attr factor=2 --concurrency 1 --window-ms ${WINDOW_MS:-300} --max-windows 6 >>"$OUT/perf_ipc.txt" 2>/dev/null
+  kill -TERM $KPID; wait $KPID
 done
-kill -TERM $KPID; wait $KPID
 echo "===== perf_compare (kerneld / floor) ====="; tail -40 "$OUT/perf_compare.txt"
 echo "===== scale 4096 float16, CUDA IPC ====="; cat "$OUT/perf_ipc.txt"
 echo "===== summary ====="; printf '%s\n' "${summary[@]}"

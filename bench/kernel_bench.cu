@@ -10,6 +10,11 @@
 //                            [--dtypes float16,...] [--gemm-shapes 16x4096x4096T,...]
 //
 // --gemm-shapes replaces the gemm shapes (MxNxK, T: transpose_b, b [N, K]).
+// --extra-shapes NAME=ROWSxHIDDEN,... adds (rows, hidden) problems beside
+// decode, mid and large (e.g. d1=1x4096,v128k=16x128256 for softmax).
+// --json FILE writes one record per measured row (op, dtype, shape, impl,
+// us, copy_us, each input's dims, the bench attrs): bench/peers.py times
+// torch on exactly those records.
 // --flush-l2 writes 2 x L2 before each run (leaving dirty lines whose
 // write-back the timed kernel pays for); --flush-l2-clean reads 2 x L2.
 // Decode-shape gemm rows also give the time of a kernel that only reads b,
@@ -72,7 +77,7 @@ __global__ void Fill(void* p, int64_t n, int dtype, uint32_t seed, float lo, flo
 }
 
 struct ShapeSet {
-  const char* name;
+  std::string name;
   int64_t rows, hidden;
 };
 
@@ -124,7 +129,8 @@ double MedianMs(cudaStream_t s, int reps, void* flush, size_t flush_bytes, F&& f
 int main(int argc, char** argv) {
   bool flush_l2 = false;
   int reps = 50;
-  std::set<std::string> only_ops, only_shapes, only_dtypes, gemm_shapes;
+  std::set<std::string> only_ops, only_shapes, only_dtypes, gemm_shapes, extra_shapes;
+  std::string json_path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto list = [&](std::set<std::string>* out) {
@@ -145,6 +151,10 @@ int main(int argc, char** argv) {
       list(&only_dtypes);
     else if (a == "--gemm-shapes" && i + 1 < argc)
       list(&gemm_shapes);
+    else if (a == "--extra-shapes" && i + 1 < argc)
+      list(&extra_shapes);
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
       std::fprintf(stderr,
                    "kernel_bench: unknown or incomplete argument '%s' (see the comment at the top "
@@ -185,7 +195,23 @@ int main(int argc, char** argv) {
   }
   CK(cudaMalloc(&g_sink, sizeof(unsigned)));
 
-  const ShapeSet shapes[] = {{"decode", 16, 4096}, {"mid", 4096, 4096}, {"large", 32768, 8192}};
+  std::vector<ShapeSet> shapes = {{"decode", 16, 4096}, {"mid", 4096, 4096}, {"large", 32768, 8192}};
+  for (const std::string& e : extra_shapes) {
+    long long r = 0, h = 0;
+    const size_t eq = e.find('=');
+    if (eq == std::string::npos || std::sscanf(e.c_str() + eq + 1, "%lldx%lld", &r, &h) != 2 || r <= 0 ||
+        h <= 0) {
+      std::fprintf(stderr, "kernel_bench: --extra-shapes wants NAME=ROWSxHIDDEN, got '%s'\n", e.c_str());
+      return 2;
+    }
+    shapes.push_back({e.substr(0, eq), r, h});
+  }
+  std::string json = "[";
+  auto dims = [](const Shape& sh) {
+    std::string d = "[";
+    for (size_t i = 0; i < sh.size(); ++i) d += (i ? "," : "") + std::to_string(sh[i]);
+    return d + "]";
+  };
   std::printf("%-22s %-9s %-7s %-8s %10s %10s %10s %8s\n", "op", "dtype", "shape", "impl", "us",
               "GB/s", "copy GB/s", "vs copy");
   // Every op that registered bench shapes (OpDef::bench, beside its schema);
@@ -241,7 +267,7 @@ int main(int argc, char** argv) {
         };
         if (!PrepareInputs(ctx, &specs).ok() || !LayOutOutputs(specs, "", alloc, &ctx).ok()) {
           std::printf("%-22s %-9s %-7s skipped: inputs do not validate\n", op->name.c_str(),
-                      std::string(DTypeName(dt)).c_str(), ss.name);
+                      std::string(DTypeName(dt)).c_str(), ss.name.c_str());
           for (void* p : allocs) cudaFree(p);
           continue;
         }
@@ -268,8 +294,19 @@ int main(int argc, char** argv) {
           CK(cudaStreamSynchronize(s));
           const double gbs = static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
           std::printf("%-22s %-9s %-7s %-8s %10.1f %10.0f %10.0f %8.2f%s\n", op->name.c_str(),
-                      std::string(DTypeName(dt)).c_str(), ss.name, impl.backend.c_str(), ms * 1e3,
+                      std::string(DTypeName(dt)).c_str(), ss.name.c_str(), impl.backend.c_str(), ms * 1e3,
                       gbs, copy_gbs, gbs / copy_gbs, failed ? "  (impl returned an error)" : "");
+          std::string ins, attrs;
+          for (size_t i = 0; i < op->inputs.size(); ++i)
+            ins += (i ? "," : "") + std::string("\"") + op->inputs[i].name + "\":" + dims(ctx.inputs[i].shape);
+          for (const auto& [name, v] : op->bench.attrs)
+            if (const double* f = std::get_if<double>(&v))
+              attrs += (attrs.empty() ? "" : ",") + std::string("\"") + name + "\":" + std::to_string(*f);
+          char num[96];
+          std::snprintf(num, sizeof num, "\"us\":%.4f,\"copy_us\":%.4f", ms * 1e3, copy_ms * 1e3);
+          json += std::string(json.size() > 1 ? ",\n" : "\n") + "{\"op\":\"" + op->name + "\",\"dtype\":\"" +
+                  std::string(DTypeName(dt)) + "\",\"shape\":\"" + ss.name + "\",\"impl\":\"" + impl.backend +
+                  "\"," + num + ",\"inputs\":{" + ins + "},\"attrs\":{" + attrs + "}}";
         }
         for (void* p : allocs) cudaFree(p);
       }
@@ -372,6 +409,15 @@ int main(int argc, char** argv) {
         cudaFree(c.data);
       }
     }
+  }
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "kernel_bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "%s\n]\n", json.c_str());
+    std::fclose(f);
   }
   return 0;
 }

@@ -4,12 +4,14 @@
 Runs kernel_bench (CUDA events, L2 read-flushed between runs, median) with
 --json, then times torch eager on exactly the records kernel_bench printed
 (same shapes, dtypes and attrs, the same flush and the same median), and
-prints each kernel's time beside torch's and, when kernel_bench was built
-with FlashInfer's headers (bench/fetch_flashinfer, -DKERNELD_FLASHINFER_INCLUDE),
-FlashInfer's, with the ratios peer / kerneld (> 1: kerneld is faster).
+prints each kernel's time beside torch's and, given --flashinfer (the
+binary bench/peers/flashinfer_peer.cu builds against FlashInfer's headers,
+which bench/fetch_flashinfer takes from its PyPI wheel), FlashInfer's for
+the norms, timed the same way, with the ratios peer / kerneld (> 1: kerneld
+is faster).
 
-    bench/peers.py --kernel-bench build/bench/kernel_bench [--ops a,b] [--shapes decode,mid]
-                   [--json peers.json]
+    bench/peers.py --kernel-bench build/bench/kernel_bench [--flashinfer PATH] [--ops a,b]
+                   [--shapes decode,mid] [--extra-shapes d1=1x4096,...] [--json peers.json]
 
 Needs python3 with torch (CUDA) and a GPU; kernel_bench's own options after
 `--` go to it unchanged.
@@ -95,6 +97,8 @@ def main():
     p.add_argument("--ops", default="")
     p.add_argument("--shapes", default="")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--extra-shapes", default="")
+    p.add_argument("--flashinfer", default="")
     p.add_argument("--json", default="")
     p.add_argument("rest", nargs="*", help="after --: more kernel_bench options")
     a = p.parse_args()
@@ -105,7 +109,10 @@ def main():
         if a.ops:
             cmd += ["--ops", a.ops]
         if a.shapes:
-            cmd += ["--shapes", a.shapes]
+            cmd += ["--shapes", a.shapes + ("," + ",".join(e.split("=")[0] for e in a.extra_shapes.split(","))
+                                            if a.extra_shapes else "")]
+        if a.extra_shapes:
+            cmd += ["--extra-shapes", a.extra_shapes]
         cmd += a.rest
         print("+", " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, check=True, stdout=sys.stderr)
@@ -124,8 +131,23 @@ def main():
         print("peers: no torch with CUDA; only FlashInfer's column (if built)", file=sys.stderr)
         torch = None
 
+    fi = {}
+    if a.flashinfer:
+        want = sorted({tuple(r["inputs"]["x"]) for r in records
+                       if r["op"] in ("rmsnorm", "fused_add_rmsnorm") and len(r["inputs"]["x"]) == 2
+                       and r["inputs"]["x"][1] <= 16384})  # FlashInfer's fused norm keeps a row in smem
+        out = subprocess.run([a.flashinfer, str(a.reps)] + [f"{m}x{n}" for m, n in want],
+                             check=True, capture_output=True, text=True).stdout
+        for r in json.loads(out):
+            fi[(r["op"], r["dtype"], r["rows"], r["hidden"])] = r["us"]
+
     rows = []
     for rec in records:
+        x = rec["inputs"].get("x")
+        if x is not None and len(x) == 2:
+            key = (rec["op"], rec["dtype"], x[0], x[1])
+            if key in fi:
+                rec["flashinfer_us"] = fi[key]
         row = dict(rec)
         if torch is not None:
             fn = torch_fn(torch, rec)

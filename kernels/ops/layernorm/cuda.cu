@@ -160,7 +160,10 @@ Status Launch(const KernelContext& ctx, const T* x, const T* g, const T* b, T* y
   // blocks of at most 512 threads, full occupancy.
   if constexpr (N > 1 && sizeof(T) == 2) {
     if (units <= 2 * kOccThreads) {
-      const RowPlan p = PlanRowsWithItems(rows, units, units <= 128 ? 1 : 2);
+      // One pack a thread while the GPU is not full of rows (decode shapes:
+      // the row's loads over the most threads), else two.
+      const bool few_rows = rows < 4 * int64_t{ctx.device.sm_count};
+      const RowPlan p = PlanRowsWithItems(rows, units, units <= (few_rows ? kOccThreads : 128) ? 1 : 2);
       return DispatchItems<2>(p.items, [&](auto items) {
         LayerNormKernel<T, N, decltype(items)::value, kOccThreads, kOccBlocks>
             <<<p.grid, p.block, 0, s>>>(x, g, b, y, rows, static_cast<int>(units), eps);
@@ -168,7 +171,7 @@ Status Launch(const KernelContext& ctx, const T* x, const T* g, const T* b, T* y
       });
     }
   }
-  const RowPlan p = PlanNormRows(rows, units, kMaxItems<N>);
+  const RowPlan p = PlanNormRows(rows, units, kMaxItems<N>, ctx.device.sm_count);
   if (p.items == 0) {
     LayerNormWideKernel<T, N><<<p.grid, p.block, 0, s>>>(x, g, b, y, rows, units, eps);
     return CheckLaunch("layernorm");

@@ -43,7 +43,7 @@ cudaError_t Scale(const T* x, T* y, int64_t n, float f, int sm_count, cudaStream
   const bool vec_ok = IsAligned16(x) && IsAligned16(y);
   const int64_t nvec = vec_ok ? n / kN : 0;
   if (nvec > 0) {
-    ScaleVecKernel<T><<<GridFor(sm_count, nvec, 256), 256, 0, stream>>>(
+    ScaleVecKernel<T><<<GridCovering(nvec, 256), 256, 0, stream>>>(
         reinterpret_cast<const Vec16<T>*>(x), reinterpret_cast<Vec16<T>*>(y), nvec, f);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
