@@ -6,12 +6,12 @@
 //   grpc::Status st = c.Execute(req, &resp);
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "credentials.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
@@ -22,7 +22,8 @@ namespace v1 = ::kerneld::v1;
 
 struct ClientOptions {
   ClientOptions() = default;
-  ClientOptions(int max_mb, std::chrono::milliseconds timeout, std::optional<ClientSecurity> sec = std::nullopt)
+  ClientOptions(int max_mb, std::chrono::milliseconds timeout,
+                std::optional<ClientSecurity> sec = std::nullopt)
       : max_message_mb(max_mb), default_timeout(timeout), security(std::move(sec)) {}
   int max_message_mb = 256;
   std::chrono::milliseconds default_timeout{0};  // 0: none
@@ -62,6 +63,7 @@ class KernelClient {
  public:
   explicit KernelClient(const std::string& target, ClientOptions opts = {});
   explicit KernelClient(std::shared_ptr<grpc::Channel> channel, ClientOptions opts = {});
+  const ClientOptions& options() const { return opts_; }
 
   grpc::Status Execute(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds{0});

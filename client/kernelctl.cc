@@ -22,8 +22,8 @@
 #include "buffers.h"
 #include "client.h"
 #include "kerneld/check.h"
-#include "perf.h"
 #include "kerneld/percentile.h"
+#include "perf.h"
 #include "reference.h"
 #include "replay.h"
 #include "tensor_util.h"
@@ -547,6 +547,7 @@ int Perf(KernelClient& c, const std::string& target, const std::string& op,
          std::vector<std::string>& args) {
   PerfOptions o;
   o.target = target;
+  o.lb_policy = c.options().lb_policy;  // the global --lb applies to perf's own connections
   std::vector<double> levels;
   if (!ParsePositiveList(Flag(args, "--concurrency", "1"), &levels))
     return std::fprintf(stderr, "kernelctl: --concurrency wants N[,N...]\n"), 2;
@@ -599,7 +600,8 @@ int main(int argc, char** argv) {
   if (std::string why = CheckLbPolicy(copts.lb_policy); !why.empty())
     return std::fprintf(stderr, "kernelctl: --lb: %s\n", why.c_str()), 2;
   KernelClient c(target, copts);
-  if (!c.init_status().ok()) return std::fprintf(stderr, "kernelctl: %s\n", c.init_status().error_message().c_str()), 2;
+  if (!c.init_status().ok())
+    return std::fprintf(stderr, "kernelctl: %s\n", c.init_status().error_message().c_str()), 2;
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "info") return Info(c);

@@ -129,8 +129,10 @@ std::atomic<int> g_channel_id{0};
 
 // A new connection: the local subchannel pool and a unique arg keep gRPC
 // from sharing one TCP connection between channels with equal arguments.
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, int max_mb) {
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, int max_mb,
+                                          const std::string& lb_policy) {
   grpc::ChannelArguments a;
+  if (!lb_policy.empty()) a.SetLoadBalancingPolicyName(lb_policy);
   a.SetMaxReceiveMessageSize(max_mb * 1024 * 1024);
   a.SetMaxSendMessageSize(max_mb * 1024 * 1024);
   a.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -188,7 +190,8 @@ class LevelRun {
     const int nconn =
         o_.connections > 0 ? std::min(o_.connections, std::max(clients, 1)) : std::max(clients, 1);
     r_.connections = nconn;
-    for (int i = 0; i < nconn; ++i) channels_.push_back(NewChannel(r_.address, o_.max_message_mb));
+    for (int i = 0; i < nconn; ++i)
+      channels_.push_back(NewChannel(r_.address, o_.max_message_mb, o_.lb_policy));
     // Connect first: setup is not part of what we measure.
     for (auto& ch : channels_) {
       if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {

@@ -17,6 +17,7 @@ enum class PerfMode { kUnary, kStream };
 struct PerfOptions {
   std::string target;        // kerneld
   std::string floor_target;  // --compare-floor: a floor server; "" for none
+  std::string lb_policy;     // kernelctl --lb: "" (pick_first) or round_robin
   // Closed loop: one level per value, that many clients each with one
   // request in flight. Ignored when request_rates is set.
   std::vector<int> concurrency = {1};

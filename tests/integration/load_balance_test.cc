@@ -84,7 +84,8 @@ TEST(LoadBalance, KernelctlLbRoundRobinVersusPickFirst) {
   const std::string target = TwoAddresses(a, b);
   std::string out;
   // The command docs/deploy.md shows.
-  ASSERT_EQ(Ctl("--target " + target + " --lb round_robin run scale --shape 16 --attr factor=2 --repeat 200",
+  ASSERT_EQ(Ctl("--target " + target +
+                    " --lb round_robin run scale --shape 16 --attr factor=2 --repeat 200",
                 &out),
             0)
       << out;
@@ -94,11 +95,35 @@ TEST(LoadBalance, KernelctlLbRoundRobinVersusPickFirst) {
   EXPECT_GE(na, 20) << "a=" << na << " b=" << nb;
   EXPECT_GE(nb, 20) << "a=" << na << " b=" << nb;
   // Without --lb (pick_first) one daemon takes every request.
-  ASSERT_EQ(Ctl("--target " + target + " run scale --shape 16 --attr factor=2 --repeat 200", &out), 0) << out;
+  ASSERT_EQ(Ctl("--target " + target + " run scale --shape 16 --attr factor=2 --repeat 200", &out),
+            0)
+      << out;
   const auto [ta, tb] = Counts(a, b, 400);
   const double da = ta - na, db = tb - nb;
   std::printf("kernelctl (pick_first): daemon a %g, daemon b %g of 200 requests\n", da, db);
   EXPECT_TRUE((da == 200 && db == 0) || (da == 0 && db == 200)) << "a+" << da << " b+" << db;
+  EXPECT_EQ(a.Terminate(), 0);
+  EXPECT_EQ(b.Terminate(), 0);
+}
+
+// kernelctl perf opens its own connections; the global --lb applies to them
+// too (it used to be ignored there: one daemon took the whole load).
+TEST(LoadBalance, KernelctlPerfFollowsLb) {
+  Daemon a({}, false), b({}, false);
+  ASSERT_TRUE(a.ok()) << a.Log();
+  ASSERT_TRUE(b.ok()) << b.Log();
+  std::string out;
+  ASSERT_EQ(Ctl("--target " + TwoAddresses(a, b) +
+                    " --lb round_robin perf scale --shape 16 --attr factor=2 --concurrency 1 "
+                    "--window-ms 100 --max-windows 3",
+                &out),
+            0)
+      << out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double na = ScaleOk(a), nb = ScaleOk(b);
+  std::printf("kernelctl --lb round_robin perf: daemon a %g, daemon b %g\n", na, nb);
+  EXPECT_GE(na, 10) << "a=" << na << " b=" << nb << "\n" << out;
+  EXPECT_GE(nb, 10) << "a=" << na << " b=" << nb << "\n" << out;
   EXPECT_EQ(a.Terminate(), 0);
   EXPECT_EQ(b.Terminate(), 0);
 }
