@@ -181,19 +181,39 @@ def support(probs, top_k, top_p):
     return rows
 
 
+def min_p_support(probs, min_p):
+    """Per row, the tokens min-p sampling may return: p > 0 and p >= min_p * max (float32)."""
+    rows = []
+    for p in probs:
+        thr = np.float32(min_p) * np.float32(p.max())
+        rows.append({j for j, pj in enumerate(p) if pj > 0 and np.float32(pj) >= thr})
+    return rows
+
+
+def case_min_p(n, dt, rng):
+    p = rng.uniform(0, 1, size=(3, n)).astype(np.float32)
+    return {"probs": p}, {"min_p": 0.5, "seed": 7}, {"samples": "int32"}
+
+
+# Random ops: no float64 reference; a sample must fall in the support.
+SUPPORT = {
+    "top_k_top_p_sampling": lambda probs, a: support(probs, a["top_k"], a["top_p"]),
+    "min_p_sampling": lambda probs, a: min_p_support(probs, a["min_p"]),
+}
+
 REFS = {
     "scale": ref_scale, "add": ref_add, "rmsnorm": ref_rmsnorm,
     "fused_add_rmsnorm": ref_fused_add_rmsnorm, "layernorm": ref_layernorm,
     "silu_and_mul": _gated(silu), "gelu_and_mul": _gated(gelu),
     "gelu_tanh_and_mul": _gated(gelu_tanh), "gemm": ref_gemm, "softmax": ref_softmax,
-    "rope": ref_rope, "top_k_top_p_sampling": None,  # checked against support()
+    "rope": ref_rope, "top_k_top_p_sampling": None, "min_p_sampling": None,  # SUPPORT
 }
 CASES = {
     "scale": case_scale, "add": case_elementwise(["a", "b"]), "rmsnorm": case_rmsnorm,
     "fused_add_rmsnorm": case_fused, "layernorm": case_layernorm,
     "silu_and_mul": case_gated, "gelu_and_mul": case_gated, "gelu_tanh_and_mul": case_gated,
     "gemm": case_gemm, "softmax": case_softmax, "rope": case_rope,
-    "top_k_top_p_sampling": case_sampling,
+    "top_k_top_p_sampling": case_sampling, "min_p_sampling": case_min_p,
 }
 # Ops whose float inputs take only float32 whatever the dtype parameter.
-FLOAT32_ONLY = {"top_k_top_p_sampling"}
+FLOAT32_ONLY = {"top_k_top_p_sampling", "min_p_sampling"}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import kerneld
-from reference import CASES, REFS, TOL, FLOAT32_ONLY, f64, support
+from reference import CASES, REFS, TOL, FLOAT32_ONLY, f64, SUPPORT
 
 pytestmark = pytest.mark.gpu
 
@@ -65,8 +65,8 @@ def test_every_op_torch_ipc(gclient, op, dt, n):
     res = res if isinstance(res, tuple) else (res,)
     for r in res:
         assert isinstance(r, torch.Tensor) and r.is_cuda
-    if op == "top_k_top_p_sampling":
-        allowed = support(ref_in["probs"], attrs["top_k"], attrs["top_p"])
+    if op in SUPPORT:
+        allowed = SUPPORT[op](ref_in["probs"], attrs)
         for b, s in enumerate(res[0].cpu().numpy()):
             assert int(s) in allowed[b]
         return
@@ -90,8 +90,8 @@ def test_every_op_cupy_ipc(gclient, op, dt):
     res = res if isinstance(res, tuple) else (res,)
     for r in res:
         assert isinstance(r, cp.ndarray)
-    if op == "top_k_top_p_sampling":
-        allowed = support(f64(inputs["probs"]), attrs["top_k"], attrs["top_p"])
+    if op in SUPPORT:
+        allowed = SUPPORT[op](f64(inputs["probs"]), attrs)
         for b, s in enumerate(res[0].get()):
             assert int(s) in allowed[b]
         return
