@@ -41,15 +41,9 @@ CpuWorker::CpuWorker(int workers, int threads, int capacity)
 }
 
 Status CpuWorker::Execute(Task& task, TaskTiming* timing) {
-  for (const auto& t : task.inputs)
+  KernelContext& ctx = task.call;  // the request's own form, run in place
+  for (const auto& t : ctx.inputs)
     if (!t.device.is_cpu()) return Internal("cpu worker got a tensor on " + t.device.ToString());
-  KernelContext ctx;
-  ctx.op = task.op;
-  // Moved, not copied (a copy allocates every shape): the task's views are
-  // not read after Execute; the request keeps its own for logging.
-  ctx.inputs = std::move(task.inputs);
-  ctx.outputs = std::move(task.outputs);
-  ctx.attrs = std::move(task.attrs);
   ctx.device = info_;
   ctx.pool = pool_.get();
   const auto t0 = std::chrono::steady_clock::now();

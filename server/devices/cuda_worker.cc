@@ -49,7 +49,8 @@ struct ThreadState {
 thread_local std::vector<ThreadState> t_states;
 
 ThreadState& StateOf(int device) {
-  if (t_states.size() <= static_cast<size_t>(device)) t_states.resize(static_cast<size_t>(device) + 1);
+  if (t_states.size() <= static_cast<size_t>(device))
+    t_states.resize(static_cast<size_t>(device) + 1);
   return t_states[static_cast<size_t>(device)];
 }
 
@@ -141,16 +142,16 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   // each tensor at a 256-byte aligned offset.
   auto align = [](int64_t v) { return (v + 255) & ~int64_t{255}; };
   int64_t total = 0;
-  std::vector<int64_t> in_off(task.inputs.size(), -1), out_off(task.outputs.size(), -1);
-  for (size_t i = 0; i < task.inputs.size(); ++i)
-    if (task.inputs[i].device.is_cpu()) {
+  std::vector<int64_t> in_off(task.call.inputs.size(), -1), out_off(task.call.outputs.size(), -1);
+  for (size_t i = 0; i < task.call.inputs.size(); ++i)
+    if (task.call.inputs[i].device.is_cpu()) {
       in_off[i] = total;
-      total += align(task.inputs[i].nbytes());
+      total += align(task.call.inputs[i].nbytes());
     }
-  for (size_t i = 0; i < task.outputs.size(); ++i)
-    if (task.outputs[i].device.is_cpu()) {
+  for (size_t i = 0; i < task.call.outputs.size(); ++i)
+    if (task.call.outputs[i].device.is_cpu()) {
       out_off[i] = total;
-      total += align(task.outputs[i].nbytes());
+      total += align(task.call.outputs[i].nbytes());
     }
 
   char* dbuf = nullptr;
@@ -171,38 +172,45 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
     if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbuf), total, s);
         e != cudaSuccess) {
       cudaGetLastError();
-      return ResourceExhausted(task.op->name + ": cannot allocate " + std::to_string(total) +
+      return ResourceExhausted(task.call.op->name + ": cannot allocate " + std::to_string(total) +
                                " bytes on " + info_.device.ToString() + ": " + ErrText(e));
     }
     hbuf = static_cast<char*>(pinned_->Get(static_cast<size_t>(total), &hcap));
     if (hbuf == nullptr) return ResourceExhausted("cannot allocate pinned staging memory");
   }
 
-  KernelContext ctx;
-  ctx.op = task.op;
-  ctx.attrs = task.attrs;
+  // The request's own form runs in place when everything lives on this
+  // device; a request with host tensors runs on a copy whose staged views
+  // point into dbuf, and the task's host views receive the results.
+  KernelContext staged;
+  if (total > 0) {
+    staged.op = task.call.op;
+    staged.attrs = task.call.attrs;
+    staged.inputs = task.call.inputs;
+    staged.outputs = task.call.outputs;
+  }
+  KernelContext& ctx = total > 0 ? staged : task.call;
   ctx.device = info_;
   ctx.stream = s;
-  ctx.inputs = task.inputs;
-  ctx.outputs = task.outputs;
-  for (size_t i = 0; i < task.inputs.size(); ++i) {
+  for (size_t i = 0; i < task.call.inputs.size(); ++i) {
     if (in_off[i] < 0) continue;
-    const TensorView& h = task.inputs[i];
+    const TensorView& h = task.call.inputs[i];
     std::memcpy(hbuf + in_off[i], h.raw(), static_cast<size_t>(h.nbytes()));
     TensorView& d = ctx.inputs[i];
     d.data = dbuf + in_off[i];
     d.byte_offset = 0;
     d.device = info_.device;
   }
-  for (size_t i = 0; i < task.outputs.size(); ++i) {
+  for (size_t i = 0; i < task.call.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
     TensorView& d = ctx.outputs[i];
     // An in-place output shares its input's staging slot.
-    const std::string& ip = task.op->outputs[i].in_place_of;
-    if (!ip.empty() && in_off[static_cast<size_t>(task.op->InputIndex(ip))] >= 0 &&
-        task.outputs[i].raw() == task.inputs[static_cast<size_t>(task.op->InputIndex(ip))].raw()) {
-      d.data = ctx.inputs[static_cast<size_t>(task.op->InputIndex(ip))].data;
-      out_off[i] = in_off[static_cast<size_t>(task.op->InputIndex(ip))];
+    const std::string& ip = task.call.op->outputs[i].in_place_of;
+    if (!ip.empty() && in_off[static_cast<size_t>(task.call.op->InputIndex(ip))] >= 0 &&
+        task.call.outputs[i].raw() ==
+            task.call.inputs[static_cast<size_t>(task.call.op->InputIndex(ip))].raw()) {
+      d.data = ctx.inputs[static_cast<size_t>(task.call.op->InputIndex(ip))].data;
+      out_off[i] = in_off[static_cast<size_t>(task.call.op->InputIndex(ip))];
     } else {
       d.data = dbuf + out_off[i];
     }
@@ -212,8 +220,8 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   if (total > 0) {
     // Inputs are contiguous in the pinned block: one H2D copy of the lot.
     int64_t in_bytes = 0;
-    for (size_t i = 0; i < task.inputs.size(); ++i)
-      if (in_off[i] >= 0) in_bytes = in_off[i] + align(task.inputs[i].nbytes());
+    for (size_t i = 0; i < task.call.inputs.size(); ++i)
+      if (in_off[i] >= 0) in_bytes = in_off[i] + align(task.call.inputs[i].nbytes());
     if (in_bytes > 0) {
       if (cudaError_t e = cudaMemcpyAsync(dbuf, hbuf, in_bytes, cudaMemcpyHostToDevice, s);
           e != cudaSuccess)
@@ -230,24 +238,24 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
     cudaStreamSynchronize(s);
     return st;
   }
-  for (size_t i = 0; i < task.outputs.size(); ++i) {
+  for (size_t i = 0; i < task.call.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
     if (cudaError_t e = cudaMemcpyAsync(hbuf + out_off[i], ctx.outputs[i].raw(),
-                                        task.outputs[i].nbytes(), cudaMemcpyDeviceToHost, s);
+                                        task.call.outputs[i].nbytes(), cudaMemcpyDeviceToHost, s);
         e != cudaSuccess)
       return Internal("copying outputs from " + info_.device.ToString() + ": " + ErrText(e));
   }
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess)
-    return Internal(task.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
+    return Internal(task.call.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
   timing->kernel_done_ns = Ns(std::chrono::steady_clock::now() - task.arrival);
   float ms = 0;
   if (cudaError_t e = cudaEventElapsedTime(&ms, state.start, state.stop); e != cudaSuccess)
     return Internal("cudaEventElapsedTime: " + ErrText(e));
   timing->execute_ns = static_cast<int64_t>(ms * 1e6);
-  for (size_t i = 0; i < task.outputs.size(); ++i) {
+  for (size_t i = 0; i < task.call.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
-    std::memcpy(task.outputs[i].raw(), hbuf + out_off[i],
-                static_cast<size_t>(task.outputs[i].nbytes()));
+    std::memcpy(task.call.outputs[i].raw(), hbuf + out_off[i],
+                static_cast<size_t>(task.call.outputs[i].nbytes()));
   }
   return Status::Ok();
 }

@@ -32,14 +32,13 @@ struct TaskTiming {
 };
 
 struct Task {
-  const OpDef* op = nullptr;
+  // The request in the one form it keeps from decode to the kernel
+  // (kerneld/call.h): op, attrs, and views in schema order. The views may
+  // live in host memory (inline request bytes, response buffers) or on a
+  // device (registered buffers); the worker fills device, stream and pool,
+  // and stages what its device cannot read directly.
+  KernelContext call;
   const ImplDef* impl = nullptr;
-  // Views in schema order. They may live in host memory (inline request
-  // bytes, response buffers) or on a device (registered buffers); the worker
-  // stages what its device cannot read directly.
-  std::vector<TensorView> inputs;
-  std::vector<TensorView> outputs;
-  AttrMap attrs;
   SteadyTime arrival;
   // Bytes of host memory the request reads and writes: DeviceWorker::Submit
   // runs a small request on the caller's thread (see set_inline_max_bytes).

@@ -46,7 +46,7 @@ bool DeviceWorker::Submit(std::unique_ptr<Task>& task) {
     // receiving thread (and a stream's next read) for its whole run.
     run_here = task->bytes <= inline_max_bytes_ && queue_.empty() && running_ < threads_;
     if (run_here) {
-      auto it = execute_estimate_ns_.find(task->op);
+      auto it = execute_estimate_ns_.find(task->call.op);
       run_here = it == execute_estimate_ns_.end() || it->second <= inline_max_ns_;
     }
     if (run_here) {
@@ -85,7 +85,7 @@ void DeviceWorker::RunInline(std::unique_ptr<Task> task) {
       }
       if (wake) w->cv_.notify_all();
     }
-  } release{this, task->op};
+  } release{this, task->call.op};
   release.execute_ns = RunOne(std::move(task));
 }
 
@@ -135,7 +135,7 @@ void DeviceWorker::Loop() {
     queue_.pop_front();
     depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
     ++running_;
-    const OpDef* op = task->op;
+    const OpDef* op = task->call.op;
     lock.unlock();
     const int64_t execute_ns = RunOne(std::move(task));
     lock.lock();
@@ -165,11 +165,11 @@ int64_t DeviceWorker::RunOne(std::unique_ptr<Task> task) {
   Status st;
   // Deadline first: gRPC also marks a call whose deadline passed as cancelled.
   if (std::chrono::system_clock::now() >= task->deadline) {
-    st = Status(StatusCode::kDeadlineExceeded, task->op->name + ": deadline passed after " +
+    st = Status(StatusCode::kDeadlineExceeded, task->call.op->name + ": deadline passed after " +
                                                    std::to_string(timing.queue_ns / 1000) +
                                                    " us in the queue; not executed");
   } else if (task->cancelled && task->cancelled()) {
-    st = Status(StatusCode::kCancelled, task->op->name + ": cancelled by the client before it ran");
+    st = Status(StatusCode::kCancelled, task->call.op->name + ": cancelled by the client before it ran");
   } else {
     inflight_.fetch_add(1, std::memory_order_relaxed);
     timing.executed = true;
@@ -179,10 +179,10 @@ int64_t DeviceWorker::RunOne(std::unique_ptr<Task> task) {
     try {
       st = Execute(*task, &timing);
     } catch (const std::bad_alloc&) {
-      st = ResourceExhausted(task->op->name + ": out of host memory while running on " +
+      st = ResourceExhausted(task->call.op->name + ": out of host memory while running on " +
                              info_.device.ToString() + "; retry later or send a smaller request");
     } catch (const std::exception& e) {
-      st = Internal(task->op->name + ": " + info_.device.ToString() +
+      st = Internal(task->call.op->name + ": " + info_.device.ToString() +
                     " failed: " + Sanitize(e.what()));
     }
     inflight_.fetch_sub(1, std::memory_order_relaxed);

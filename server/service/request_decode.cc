@@ -15,12 +15,15 @@ namespace {
 std::string NameList(const std::vector<std::string>& v) { return "{" + Join(v) + "}"; }
 
 // Where a BufferRef points, checked: the region, its device, the pointer.
-Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& what, const v1::BufferRef& ref,
-                  int64_t nbytes, DType dt, DecodedRequest* d, TensorView* v) {
-  if (reg == nullptr) return {StatusCode::kUnimplemented, what + ": this server has no buffer registry"};
+Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& what,
+                  const v1::BufferRef& ref, int64_t nbytes, DType dt, DecodedRequest* d,
+                  TensorView* v) {
+  if (reg == nullptr)
+    return {StatusCode::kUnimplemented, what + ": this server has no buffer registry"};
   RegionPin pin;
   char* p = nullptr;
-  Status st = reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), dt, &pin, &p);
+  Status st =
+      reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), dt, &pin, &p);
   if (!st.ok()) return Status(st.code(), what + ": " + st.message());
   v->data = p;
   v->byte_offset = 0;
@@ -31,8 +34,9 @@ Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& 
 
 }  // namespace
 
-Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, const DecodeOptions& opt,
-                     BufferRegistry* reg, const Principal& who, DecodedRequest* d) {
+Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
+                     const DecodeOptions& opt, BufferRegistry* reg, const Principal& who,
+                     DecodedRequest* d) {
   const bool test_ops = opt.test_ops;
   const OpDef* op = OpRegistry::Global().Find(req.op());
   if (op != nullptr && op->test_only() && !test_ops) op = nullptr;
@@ -40,11 +44,13 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
     std::vector<std::string> names;
     for (const OpDef* o : OpRegistry::Global().List())
       if (!o->test_only() || test_ops) names.push_back(o->name);
-    if (req.op().empty()) return InvalidArgument("ExecuteRequest.op is empty; ops are " + NameList(names));
+    if (req.op().empty())
+      return InvalidArgument("ExecuteRequest.op is empty; ops are " + NameList(names));
     return NotFound("unknown op " + Quote(req.op()) + "; this server has " + NameList(names) +
                     " (ListKernels describes them)");
   }
-  d->op = op;
+  KernelContext& call = d->call;
+  call.op = op;
 
   AttrMap given;
   for (const auto& [name, v] : req.attrs()) {
@@ -54,24 +60,23 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
   }
   // The library's call path (kerneld/call.h): attrs first, so an attr error
   // is reported before any tensor is decoded.
-  KernelContext call;
   KERNELD_RETURN_IF_ERROR(PrepareAttrs(*op, given, &call));
-  d->attrs = std::move(call.attrs);
 
   // Inputs, in schema order; a missing one keeps dtype kInvalid and is
   // reported by ValidateInputs.
-  d->inputs.assign(op->inputs.size(), TensorView{});
+  call.inputs.assign(op->inputs.size(), TensorView{});
   for (const auto& [name, t] : req.inputs()) {
     int idx = op->InputIndex(name);
     if (idx < 0) {
       std::vector<std::string> names;
       for (const auto& i : op->inputs) names.push_back(i.name);
-      return InvalidArgument(op->name + ": unknown input " + Quote(name) + "; inputs are " + NameList(names));
+      return InvalidArgument(op->name + ": unknown input " + Quote(name) + "; inputs are " +
+                             NameList(names));
     }
     const std::string what = op->name + ": input '" + name + "'";
     int64_t nbytes = 0;
     KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
-    TensorView& v = d->inputs[static_cast<size_t>(idx)];
+    TensorView& v = call.inputs[static_cast<size_t>(idx)];
     v.dtype = FromProto(t.dtype());
     v.shape.assign(t.shape().begin(), t.shape().end());
     v.device = Device::Cpu();
@@ -107,22 +112,17 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
     }
   }
 
-  // Validation and output inference: the library's, moved in and out of
-  // the call's context (no copy of the views).
+  // Validation and output inference: the library's, on the call itself.
   std::vector<OutputSpec> specs;
-  call.inputs = std::move(d->inputs);
-  call.attrs = std::move(d->attrs);
-  const Status prepared = PrepareInputs(call, &specs);
-  d->inputs = std::move(call.inputs);
-  d->attrs = std::move(call.attrs);
-  KERNELD_RETURN_IF_ERROR(prepared);
+  KERNELD_RETURN_IF_ERROR(PrepareInputs(call, &specs));
 
   for (const auto& [name, t] : req.outputs()) {
     int idx = op->OutputIndex(name);
     if (idx < 0) {
       std::vector<std::string> names;
       for (const auto& o : op->outputs) names.push_back(o.name);
-      return InvalidArgument(op->name + ": unknown output " + Quote(name) + "; outputs are " + NameList(names));
+      return InvalidArgument(op->name + ": unknown output " + Quote(name) + "; outputs are " +
+                             NameList(names));
     }
     const std::string what = op->name + ": output '" + name + "'";
     int64_t nbytes = 0;
@@ -131,13 +131,15 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
     declared.dtype = FromProto(t.dtype());
     declared.shape.assign(t.shape().begin(), t.shape().end());
     KERNELD_RETURN_IF_ERROR(CheckOutput(*op, idx, specs[static_cast<size_t>(idx)], declared));
-    if (t.data_case() == v1::Tensor::kBuffer && !op->outputs[static_cast<size_t>(idx)].in_place_of.empty())
+    if (t.data_case() == v1::Tensor::kBuffer &&
+        !op->outputs[static_cast<size_t>(idx)].in_place_of.empty())
       return InvalidArgument(what + " is written in place of input '" +
                              op->outputs[static_cast<size_t>(idx)].in_place_of +
                              "'; it cannot be placed elsewhere (leave it out of outputs)");
     if (t.data_case() == v1::Tensor::kInlineData)
-      return InvalidArgument(what + ": outputs take no inline_data; leave data unset to receive "
-                                    "the result inline, or name a buffer to have it written there");
+      return InvalidArgument(what +
+                             ": outputs take no inline_data; leave data unset to receive "
+                             "the result inline, or name a buffer to have it written there");
   }
 
   // Sizes first, allocation after: the inline outputs must fit in one
@@ -151,18 +153,21 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
     const OutputDef& od = op->outputs[i];
     out_bytes[i] = CheckedBytes(specs[i].shape, specs[i].dtype).value_or(kMaxTensorBytes);
     auto placed = req.outputs().find(od.name);
-    const bool in_buffer = (!od.in_place_of.empty() &&
-                            req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer) ||
-                           (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
+    const bool in_buffer =
+        (!od.in_place_of.empty() &&
+         req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer) ||
+        (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
     if (in_buffer) continue;
     inline_out += out_bytes[i];
     if (biggest.empty() || out_bytes[i] * 2 > inline_out)
-      biggest = "'" + od.name + "' " + std::string(DTypeName(specs[i].dtype)) + " " + ShapeToString(specs[i].shape);
+      biggest = "'" + od.name + "' " + std::string(DTypeName(specs[i].dtype)) + " " +
+                ShapeToString(specs[i].shape);
   }
   if (opt.max_inline_out_bytes > 0 && inline_out > opt.max_inline_out_bytes)
-    return ResourceExhausted(op->name + ": the inline result would be " + HumanBytes(inline_out) + " (output " +
-                             biggest + "); a response holds at most " + HumanBytes(opt.max_inline_out_bytes) +
-                             " (--max_message_mb). Place the output in a registered buffer, or split the request");
+    return ResourceExhausted(
+        op->name + ": the inline result would be " + HumanBytes(inline_out) + " (output " +
+        biggest + "); a response holds at most " + HumanBytes(opt.max_inline_out_bytes) +
+        " (--max_message_mb). Place the output in a registered buffer, or split the request");
   if (opt.budget != nullptr) {
     const int64_t held = static_cast<int64_t>(d->bytes_in_inline) + inline_out;
     if (!opt.budget->TryReserve(held, &d->memory))
@@ -175,7 +180,7 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
   // Outputs are computed straight into the response's bytes (no extra copy).
   // An in-place output starts as a copy of its input, and the kernel then
   // reads and writes that copy: the request's bytes are never modified.
-  d->outputs.assign(op->outputs.size(), TensorView{});
+  call.outputs.assign(op->outputs.size(), TensorView{});
   for (size_t i = 0; i < op->outputs.size(); ++i) {
     const OutputDef& od = op->outputs[i];
     const OutputSpec& spec = specs[i];
@@ -183,18 +188,19 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
     out.set_dtype(ToProto(spec.dtype));
     for (int64_t s : spec.shape) out.add_shape(s);
     const int64_t nbytes = out_bytes[i];
-    TensorView& v = d->outputs[i];
+    TensorView& v = call.outputs[i];
     v.dtype = spec.dtype;
     v.shape = spec.shape;
     v.device = Device::Cpu();
     auto placed = req.outputs().find(od.name);
-    const bool in_buffer = (!od.in_place_of.empty() &&
-                            req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer) ||
-                           (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
+    const bool in_buffer =
+        (!od.in_place_of.empty() &&
+         req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer) ||
+        (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
     (in_buffer ? d->bytes_out_buffer : d->bytes_out_inline) += static_cast<uint64_t>(nbytes);
     if (!od.in_place_of.empty()) {
       const int in_idx = op->InputIndex(od.in_place_of);
-      TensorView& in = d->inputs[static_cast<size_t>(in_idx)];
+      TensorView& in = call.inputs[static_cast<size_t>(in_idx)];
       const v1::Tensor& in_t = req.inputs().at(od.in_place_of);
       if (in_t.data_case() == v1::Tensor::kBuffer) {
         *out.mutable_buffer() = in_t.buffer();  // written in place, in the client's buffer
@@ -209,8 +215,8 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
         v.data = bytes->data();
       }
     } else if (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer) {
-      KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, op->name + ": output '" + od.name + "'", placed->second.buffer(),
-                                         nbytes, spec.dtype, d, &v));
+      KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, op->name + ": output '" + od.name + "'",
+                                         placed->second.buffer(), nbytes, spec.dtype, d, &v));
       *out.mutable_buffer() = placed->second.buffer();
     } else {
       std::string* bytes = out.mutable_inline_data();
@@ -220,12 +226,7 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, c
   }
   // Outputs placed in buffers must not partly overlap inputs or each other
   // (kerneld/call.h, CheckAliasing, says why).
-  call.inputs = std::move(d->inputs);
-  call.outputs = std::move(d->outputs);
-  const Status aliasing = CheckAliasing(call);
-  d->inputs = std::move(call.inputs);
-  d->outputs = std::move(call.outputs);
-  return aliasing;
+  return CheckAliasing(call);
 }
 
 }  // namespace kerneld::server

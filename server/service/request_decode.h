@@ -33,11 +33,10 @@ struct Scratch {
 };
 
 // A decoded request, before scheduling.
+// Its call (op, attrs, views) is the form the request keeps to the kernel:
+// the scheduler reads it and the Task takes it by move.
 struct DecodedRequest {
-  const OpDef* op = nullptr;
-  AttrMap attrs;
-  std::vector<TensorView> inputs;
-  std::vector<TensorView> outputs;
+  KernelContext call;
   Scratch scratch;
   std::vector<RegionPin> pins;  // regions this request uses, held until it completes
   MemoryBudget::Lease memory;   // its share of --max_inflight_mb
@@ -45,15 +44,16 @@ struct DecodedRequest {
 };
 
 struct DecodeOptions {
-  bool test_ops = false;              // serve "_test_*" ops
-  int64_t max_inline_out_bytes = 0;   // sum of inline outputs (--max_message_mb)
-  MemoryBudget* budget = nullptr;     // nullptr: unbounded (tests, fuzzing)
+  bool test_ops = false;             // serve "_test_*" ops
+  int64_t max_inline_out_bytes = 0;  // sum of inline outputs (--max_message_mb)
+  MemoryBudget* budget = nullptr;    // nullptr: unbounded (tests, fuzzing)
 };
 
 // Fills *d and the response's output headers (and inline output bytes) from
 // `req`, or returns the status to answer with. Never throws on client input:
 // every size is checked before it is allocated.
-Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, const DecodeOptions& opt,
-                     BufferRegistry* reg, const Principal& who, DecodedRequest* d);
+Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
+                     const DecodeOptions& opt, BufferRegistry* reg, const Principal& who,
+                     DecodedRequest* d);
 
 }  // namespace kerneld::server

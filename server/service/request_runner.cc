@@ -2,12 +2,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <new>
 #include <set>
 #include <sstream>
-
-#include <exception>
-#include <new>
 
 #include "auth/principal_stats.h"
 #include "kerneld/check.h"
@@ -62,14 +61,18 @@ struct RequestRunner::Call {
   Clock::time_point arrival;
   bool traced = false;
   DecodedRequest d;
+  // What the request log reads at completion, copied only when logging is
+  // on (the call itself moves to the worker).
+  std::vector<TensorView> logged_inputs, logged_outputs;
+  AttrMap logged_attrs;
   RequestRecord record;  // filled only when logging is on
   const Target* target = nullptr;
   Principal principal;  // for the log and the trace; never a metric label
   std::shared_ptr<std::atomic<int64_t>> principal_inflight;
 };
 
-RequestRunner::RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers,
-                             RequestLog* log, TraceWriter* trace)
+RequestRunner::RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics,
+                             BufferRegistry* buffers, RequestLog* log, TraceWriter* trace)
     : cfg_(cfg),
       devices_(devices),
       scheduler_(devices),
@@ -106,7 +109,8 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
     StartImpl(call, std::move(ctl));
     return;
   } catch (const std::bad_alloc&) {
-    thrown = ResourceExhausted(Sanitize(req.op()) + ": kerneld ran out of host memory for this request; retry "
+    thrown = ResourceExhausted(Sanitize(req.op()) +
+                               ": kerneld ran out of host memory for this request; retry "
                                "later or send a smaller one");
   } catch (const std::exception& e) {
     thrown = Internal(Sanitize(req.op()) + ": " + Sanitize(e.what()));
@@ -172,11 +176,12 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
     c.principal_inflight = std::move(ctl.principal_inflight);
     if (ctl.max_inflight > 0 && now > ctl.max_inflight) {
       PrincipalStats::Global().CountQuotaExceeded(PrincipalStats::Quota::kInflight);
-      fail(ResourceExhausted("quota max_inflight of principal " + Quote(ctl.principal) + " reached: it has " +
-                             std::to_string(now - 1) + " requests in flight, at most " +
-                             std::to_string(ctl.max_inflight) +
-                             "; wait for answers before sending more, or ask the operator to raise it "
-                             "(--quota_inflight or max_inflight= in the token file)"),
+      fail(ResourceExhausted(
+               "quota max_inflight of principal " + Quote(ctl.principal) + " reached: it has " +
+               std::to_string(now - 1) + " requests in flight, at most " +
+               std::to_string(ctl.max_inflight) +
+               "; wait for answers before sending more, or ask the operator to raise it "
+               "(--quota_inflight or max_inflight= in the token file)"),
            OpRegistry::Global().Find(req.op()) ? req.op() : "_unknown", "none", "none");
       return;
     }
@@ -188,28 +193,17 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
   opt.budget = &budget_;
   if (Status st = DecodeRequest(req, resp, opt, buffers_, ctl.principal, &d); !st.ok()) {
     // Only registered op names become label values: clients cannot mint series.
-    fail(st, d.op ? d.op->name : "_unknown", "none", "none");
+    fail(st, d.call.op ? d.call.op->name : "_unknown", "none", "none");
     return;
   }
   resp->mutable_info()->set_decoded_ns(NsSince(c.arrival));
 
-  // The views travel decode -> probe -> task by move (a copy allocates every
-  // shape); the request keeps its own copy only for the log, which reads
-  // them at completion.
-  KernelContext probe;
-  probe.op = d.op;
-  if (logged) {
-    probe.inputs = d.inputs;
-    probe.outputs = d.outputs;
-    probe.attrs = d.attrs;
-  } else {
-    probe.inputs = std::move(d.inputs);
-    probe.outputs = std::move(d.outputs);
-    probe.attrs = std::move(d.attrs);
-  }
+  // One form from decode to the kernel: the scheduler reads d.call, and the
+  // task takes it by move (a copy allocates every shape).
+  const OpDef* op = d.call.op;
   Placement place;
-  if (Status st = scheduler_.Place(*d.op, probe, req.backend(), req.device(), &place); !st.ok()) {
-    fail(st, d.op->name, "none", "none");
+  if (Status st = scheduler_.Place(*op, d.call, req.backend(), req.device(), &place); !st.ok()) {
+    fail(st, op->name, "none", "none");
     return;
   }
 
@@ -218,36 +212,36 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
   if (const DeviceInfo& dev = place.worker->info(); dev.device.is_cuda() && dev.total_memory > 0) {
     const int64_t staged = static_cast<int64_t>(d.bytes_in_inline + d.bytes_out_inline);
     if (staged > dev.total_memory) {
-      fail(ResourceExhausted(d.op->name + ": its inline tensors need " + HumanBytes(staged) + " on " +
+      fail(ResourceExhausted(op->name + ": its inline tensors need " + HumanBytes(staged) + " on " +
                              dev.device.ToString() + ", which has " + HumanBytes(dev.total_memory) +
                              "; use registered buffers or a smaller request"),
-           d.op->name, place.impl->backend, DeviceManager::Label(dev));
+           op->name, place.impl->backend, DeviceManager::Label(dev));
       return;
     }
   }
 
-  c.target = &TargetFor(*d.op, *place.impl, *place.worker);
+  c.target = &TargetFor(*op, *place.impl, *place.worker);
   // Level 3 writes the request before it runs: a crash still names it.
   if (logged) {
+    c.logged_inputs = d.call.inputs;
+    c.logged_outputs = d.call.outputs;
+    c.logged_attrs = d.call.attrs;
     RequestRecord& r = c.record;
     r.request_id = req.request_id();
-    r.op = d.op->name;
+    r.op = op->name;
     r.backend = place.impl->backend;
     r.device = c.target->device_id;
-    r.opdef = d.op;
-    r.inputs = &d.inputs;
-    r.outputs = &d.outputs;
-    r.attrs = &d.attrs;
+    r.opdef = op;
+    r.inputs = &c.logged_inputs;
+    r.outputs = &c.logged_outputs;
+    r.attrs = &c.logged_attrs;
     r.principal = c.principal;
     log_->Start(r);
   }
 
   auto task = std::make_unique<Task>();
-  task->op = d.op;
+  task->call = std::move(d.call);
   task->impl = place.impl;
-  task->inputs = std::move(probe.inputs);
-  task->outputs = std::move(probe.outputs);
-  task->attrs = std::move(probe.attrs);
   task->arrival = c.arrival;
   task->bytes = static_cast<int64_t>(d.bytes_in_inline + d.bytes_in_buffer + d.bytes_out_inline +
                                      d.bytes_out_buffer);
@@ -299,10 +293,10 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
     k.Done(st);
   };
   if (!place.worker->Submit(task)) {
-    fail(ResourceExhausted(d.op->name + ": " + c.target->device_id + " queue is full (" +
+    fail(ResourceExhausted(op->name + ": " + c.target->device_id + " queue is full (" +
                            std::to_string(place.worker->capacity()) +
                            " requests waiting); retry with backoff, or raise --queue_capacity"),
-         d.op->name, place.impl->backend, DeviceManager::Label(place.worker->info()));
+         op->name, place.impl->backend, DeviceManager::Label(place.worker->info()));
   }
 }
 

@@ -98,11 +98,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     kerneld::Status st =
         kerneld::server::DecodeRequest(req, &resp, opt, &fx->reg, kerneld::server::kAnonymous, &d);
     if (st.ok()) {
-      if (d.op == nullptr) __builtin_trap();
-      if (d.inputs.size() != d.op->inputs.size() || d.outputs.size() != d.op->outputs.size())
+      if (d.call.op == nullptr) __builtin_trap();
+      if (d.call.inputs.size() != d.call.op->inputs.size() || d.call.outputs.size() != d.call.op->outputs.size())
         __builtin_trap();
-      for (const auto& v : d.inputs) Touch(v, false);
-      for (auto& v : d.outputs) Touch(v, true);
+      for (const auto& v : d.call.inputs) Touch(v, false);
+      for (auto& v : d.call.outputs) Touch(v, true);
     } else if (st.message().empty()) {
       __builtin_trap();  // every refusal says why
     }

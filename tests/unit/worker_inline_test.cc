@@ -29,7 +29,7 @@ struct Probe {
   std::unique_ptr<Task> MakeTask(std::promise<Status>* result, TaskTiming* timing = nullptr,
                                  int64_t bytes = 16) {
     auto t = std::make_unique<Task>();
-    t->op = &op;
+    t->call.op = &op;
     t->impl = &op.impls[0];
     t->arrival = std::chrono::steady_clock::now();
     t->bytes = bytes;

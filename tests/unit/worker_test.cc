@@ -26,7 +26,7 @@ struct Probe {
   }
   std::unique_ptr<Task> MakeTask(std::promise<Status>* result) {
     auto t = std::make_unique<Task>();
-    t->op = &op;
+    t->call.op = &op;
     t->impl = &op.impls[0];
     t->arrival = std::chrono::steady_clock::now();
     t->done = [result](Status st, const TaskTiming&) { result->set_value(st); };
@@ -186,7 +186,7 @@ TEST(Worker, EachThreadRunsWarmUpsOfItsDeviceBeforeTasks) {
     std::vector<std::promise<Status>> results(32);
     for (auto& r : results) {
       auto t = std::make_unique<Task>();
-      t->op = def;
+      t->call.op = def;
       t->impl = &def->impls[0];
       t->arrival = std::chrono::steady_clock::now();
       t->done = [&r](Status st, const TaskTiming&) { r.set_value(st); };
