@@ -133,6 +133,7 @@ class _Buffers:
         self.renewer = None
         self.closed = False
         self.call_stream = None
+        self.prewarm = None
 
     def methods(self):
         if self.m is None:
@@ -157,7 +158,26 @@ class _Buffers:
             self.start_renewer()
         return self.ipc_reg
 
+    def prewarm_shm(self):
+        """Client(shm=True): the pool's first segment is created and registered in
+        the background, so the first call does not wait for RegisterSharedMemory."""
+        def run():
+            try:
+                p = self.make_pool()
+                p.give_back(p.checkout(1))
+            except Exception:
+                pass  # e.g. client buffers not allowed: the first shm call says so
+        self.prewarm = threading.Thread(target=run, name="kerneld-shm-prewarm", daemon=True)
+        self.prewarm.start()
+
     def pool(self):
+        t = self.prewarm
+        if t is not None:
+            t.join()
+            self.prewarm = None
+        return self.make_pool()
+
+    def make_pool(self):
         if self.pool_ is None:
             with self.lock:
                 if self.pool_ is None:
@@ -228,6 +248,8 @@ class _Buffers:
     def close(self):
         if self.closed:
             return
+        if self.prewarm is not None:  # before the pool closes: it may be registering
+            self.prewarm.join(10)
         self.closed = True
         if self.renewer is not None:
             self.renewer.set()
@@ -267,6 +289,8 @@ class _Base:
         self._learned = {}
         self._closed = False
         self._b = _Buffers(target, self._creds, self._opts, self._metadata, timeout, self.lease_seconds)
+        if self.use_shm:
+            self._b.prewarm_shm()
         # Runs on close(), when the client is collected, or at exit: whichever is first.
         self._finalizer = weakref.finalize(self, self._b.close)
 
@@ -539,16 +563,8 @@ class Stream:
             for resp in self._call:
                 with self._lock:
                     p, f = self._pending.pop(resp.request_id, (None, None))
-                if f is None:
-                    continue
-                if resp.status.code != 0:
-                    p.release()
-                    f.set_exception(error_for(resp.status.code, resp.status.message))
-                    continue
-                try:
-                    f.set_result(p.finish(resp))
-                except BaseException as e:
-                    f.set_exception(e)
+                if f is not None:
+                    p.settle(resp, f)
         except grpc.RpcError as e:
             err = from_rpc_error(e)
         with self._lock:

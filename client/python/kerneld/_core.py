@@ -379,6 +379,16 @@ class Prepared:
             raise error_for(st.code, st.message)
         return self.finish(resp)
 
+    def settle(self, resp, fut):
+        """A stream's response into its future (concurrent or asyncio)."""
+        if fut.done():  # cancelled by its caller
+            self.release()
+            return
+        try:
+            fut.set_result(self.complete(resp))
+        except BaseException as e:
+            fut.set_exception(e)
+
     def release(self):
         seg, self.seg = self.seg, None
         if seg is not None:
