@@ -15,6 +15,7 @@ from ._errors import from_rpc_error, error_for
 from ._ipc import IpcRegistry
 from ._schema import OpSchema, attr_python
 from ._shm import ShmPool, Segment, align
+from ._transport import CallStream
 from ._tensors import NAMES, to_arg
 
 _KS = "/kerneld.v1.KernelService/"
@@ -131,6 +132,8 @@ class _Buffers:
         self.lock = threading.Lock()
         self.renewer = None
         self.closed = False
+        self.call_stream = None
+        self.prewarm = None
 
     def methods(self):
         if self.m is None:
@@ -155,7 +158,26 @@ class _Buffers:
             self.start_renewer()
         return self.ipc_reg
 
+    def prewarm_shm(self):
+        """Client(shm=True): the pool's first segment is created and registered in
+        the background, so the first call does not wait for RegisterSharedMemory."""
+        def run():
+            try:
+                p = self.make_pool()
+                p.give_back(p.checkout(1))
+            except Exception:
+                pass  # e.g. client buffers not allowed: the first shm call says so
+        self.prewarm = threading.Thread(target=run, name="kerneld-shm-prewarm", daemon=True)
+        self.prewarm.start()
+
     def pool(self):
+        t = self.prewarm
+        if t is not None:
+            t.join()
+            self.prewarm = None
+        return self.make_pool()
+
+    def make_pool(self):
         if self.pool_ is None:
             with self.lock:
                 if self.pool_ is None:
@@ -226,6 +248,8 @@ class _Buffers:
     def close(self):
         if self.closed:
             return
+        if self.prewarm is not None:  # before the pool closes: it may be registering
+            self.prewarm.join(10)
         self.closed = True
         if self.renewer is not None:
             self.renewer.set()
@@ -241,6 +265,8 @@ class _Buffers:
             self.pool_.close()
         if self.ipc_reg is not None:
             self.ipc_reg.close()
+        if self.call_stream is not None:
+            self.call_stream.close()
         if self.channel is not None:
             self.channel.close()
 
@@ -263,6 +289,8 @@ class _Base:
         self._learned = {}
         self._closed = False
         self._b = _Buffers(target, self._creds, self._opts, self._metadata, timeout, self.lease_seconds)
+        if self.use_shm:
+            self._b.prewarm_shm()
         # Runs on close(), when the client is collected, or at exit: whichever is first.
         self._finalizer = weakref.finalize(self, self._b.close)
 
@@ -377,15 +405,32 @@ class Client(_Base):
     tls=True alone uses the system's roots). shm=True: numpy arrays go through
     a shared-memory pool instead of inline. timeout: seconds per call (each
     call also takes timeout=). Every op is a method (see ops()).
+    rpc: how call() reaches the daemon. "stream" (default): every call of this
+    client rides one persistent ExecuteStream (reopened after a failure), about
+    half the latency of "unary": one Execute RPC per call. They differ only in
+    a call abandoned by its caller (timeout, KeyboardInterrupt): unary cancels
+    it in the daemon, stream leaves it to finish (docs/python.md).
     """
 
     def __init__(self, target="127.0.0.1:50051", timeout=None, shm=False, token=None, tls=False,
                  tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, lb=None,
-                 options=None, lease_seconds=60):
+                 options=None, lease_seconds=60, rpc="stream"):
+        if rpc not in ("stream", "unary"):
+            raise ValueError("kerneld.Client: rpc=%r; 'stream' (one ExecuteStream for every call) "
+                             "or 'unary' (one Execute RPC per call)" % (rpc,))
         self._setup(target, timeout, shm, token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
                     lb, options, lease_seconds)
+        self.rpc = rpc
         self._m = self._b.methods()  # one channel serves calls and buffers
         self._ids = itertools.count(1)
+        self._calls = None
+        if rpc == "stream":
+            # Looked up in self._m when (re)opened, through a weak reference:
+            # _Buffers (which closes it) must not keep the client alive.
+            ref = weakref.ref(self)
+            self._calls = CallStream(lambda it, metadata: ref()._m["ExecuteStream"](it, metadata=metadata),
+                                     self._metadata)
+            self._b.call_stream = self._calls
 
     def _load_schemas(self):
         with self._schema_lock:
@@ -440,14 +485,17 @@ class Client(_Base):
         """
         p = Prepared(self, op, args, kwargs)
         try:
-            resp = self._m["Execute"](p.req, timeout=p.timeout, metadata=self._metadata)
+            if self._calls is not None:
+                resp = self._calls.execute(p.req, p.timeout, p.detach)
+            else:
+                resp = self._m["Execute"](p.req, timeout=p.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             p.release()
             raise from_rpc_error(e) from None
         except BaseException:
             p.release()
             raise
-        return p.finish(resp)
+        return p.complete(resp)
 
     def stream(self):
         """A Stream on one ExecuteStream: submit() pipelines requests; use as a context manager."""
@@ -515,16 +563,8 @@ class Stream:
             for resp in self._call:
                 with self._lock:
                     p, f = self._pending.pop(resp.request_id, (None, None))
-                if f is None:
-                    continue
-                if resp.status.code != 0:
-                    p.release()
-                    f.set_exception(error_for(resp.status.code, resp.status.message))
-                    continue
-                try:
-                    f.set_result(p.finish(resp))
-                except BaseException as e:
-                    f.set_exception(e)
+                if f is not None:
+                    p.settle(resp, f)
         except grpc.RpcError as e:
             err = from_rpc_error(e)
         with self._lock:

@@ -370,7 +370,35 @@ class Prepared:
             return result, info_dict(resp.info)
         return result
 
+    def complete(self, resp):
+        """The call's result from its ExecuteResponse; a status in it (a stream's
+        response) raises its KerneldError, as unary Execute's status would."""
+        st = resp.status
+        if st.code:
+            self.release()
+            raise error_for(st.code, st.message)
+        return self.finish(resp)
+
+    def settle(self, resp, fut):
+        """A stream's response into its future (concurrent or asyncio)."""
+        if fut.done():  # cancelled by its caller
+            self.release()
+            return
+        try:
+            fut.set_result(self.complete(resp))
+        except BaseException as e:
+            fut.set_exception(e)
+
     def release(self):
         seg, self.seg = self.seg, None
         if seg is not None:
             self.client._pool().give_back(seg)
+
+    def detach(self):
+        """For a request left running in the daemon: what release() would do, to
+        be run once its response arrives; release() then does nothing."""
+        seg, self.seg = self.seg, None
+        if seg is None:
+            return lambda: None
+        pool = self.client._pool()
+        return lambda: pool.give_back(seg)

@@ -95,7 +95,7 @@ class Client(_Base):
         except BaseException:
             p.release()
             raise
-        return p.finish(resp)
+        return p.complete(resp)
 
     async def buffers(self, all=False):
         return _Base.buffers(self, all)
@@ -167,16 +167,8 @@ class Stream:
         try:
             async for resp in self._call:
                 p, f = self._pending.pop(resp.request_id, (None, None))
-                if f is None:
-                    continue
-                if resp.status.code != 0:
-                    p.release()
-                    f.set_exception(error_for(resp.status.code, resp.status.message))
-                    continue
-                try:
-                    f.set_result(p.finish(resp))
-                except BaseException as e:
-                    f.set_exception(e)
+                if f is not None:
+                    p.settle(resp, f)
         except grpc.RpcError as e:
             err = from_rpc_error(e)
         left, self._pending = list(self._pending.values()), {}

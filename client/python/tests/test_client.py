@@ -31,7 +31,7 @@ def nosend(daemon):
     c = kerneld.Client(daemon.target)
     c.ops()
     spy = _NoSend()
-    c._m = dict(c._m, Execute=spy)
+    c._m = dict(c._m, Execute=spy, ExecuteStream=spy)
     yield c
     assert spy.calls == 0
     c.close()
