@@ -12,6 +12,7 @@
 #include <random>
 
 #include "bench_util.h"
+#include "kerneld/call.h"
 #include "kerneld/check.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
@@ -39,20 +40,22 @@ int main(int argc, char** argv) {
   for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     const int64_t n = static_cast<int64_t>(bytes / ItemSize(dt));
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &ThreadPool::Default()}) {
-      KernelContext ctx;
-      ctx.op = scale;
-      ctx.pool = pool;
-      ctx.attrs = {{"factor", 1.0001}};
+      // The library's one call path (kerneld/call.h), as the server runs it.
       TensorView x;
       x.data = src.get();
       x.dtype = dt;
       x.shape = {n};
       TensorView y = x;
       y.data = dst.get();
+      KernelContext ctx;
       ctx.inputs = {x};
+      std::vector<OutputSpec> specs;
+      if (!Prepare(*scale, {{"factor", 1.0001}}, &ctx, &specs).ok()) std::abort();
       ctx.outputs = {y};
+      ctx.pool = pool;
+      const ImplDef& impl = *scale->FindImpl("cpu");
       auto run = [&] {
-        if (!scale->FindImpl("cpu")->fn(ctx).ok()) std::abort();
+        if (!Call(impl, ctx).ok()) std::abort();
       };
       run();
       const double t = bench::MedianSeconds(reps, run);
