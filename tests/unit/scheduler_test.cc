@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/cpu/small_host.h"
 #include "config.h"
 #include "devices/device_manager.h"
 
@@ -54,6 +55,49 @@ TEST(Scheduler, PerRequestPriorityReRanks) {
   EXPECT_EQ(f.PickFor({1, 8}), "narrow");  // priority_for: 20 > 10
   EXPECT_EQ(f.PickFor({1}), "fast");       // predicate does not apply
   EXPECT_EQ(f.op.impls[1].PriorityFor(KernelContext{}), 5);
+}
+
+// The size rule (common/cpu/small_host.h): small host-resident requests of
+// linear-time ops rank the CPU above every device implementation; a large
+// one, or one with a tensor on a GPU, keeps the static ranking; gemm never
+// takes the rule.
+TEST(Scheduler, SmallHostRequestsRankCpuFirstForLinearOps) {
+  auto probe = [](const OpDef* op, int64_t n, Device where) {
+    KernelContext ctx;
+    ctx.op = op;
+    TensorView v;
+    v.dtype = DType::kFloat32;
+    v.shape = {n};
+    v.device = where;
+    ctx.inputs.assign(op->inputs.size(), v);
+    ctx.outputs.assign(op->outputs.size(), v);
+    return ctx;
+  };
+  EXPECT_GT(cpu::kSmallHostRank, kPriorityDevice);
+  for (const char* name : {"scale", "add", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul",
+                           "rmsnorm", "fused_add_rmsnorm", "layernorm", "softmax", "rope"}) {
+    SCOPED_TRACE(name);
+    const OpDef* op = OpRegistry::Global().Find(name);
+    ASSERT_NE(op, nullptr);
+    const ImplDef* impl = op->FindImpl("cpu");
+    ASSERT_NE(impl, nullptr);
+    const int64_t views = static_cast<int64_t>(op->inputs.size() + op->outputs.size());
+    EXPECT_EQ(impl->PriorityFor(probe(op, 16, Device::Cpu())), cpu::kSmallHostRank);
+    EXPECT_EQ(impl->PriorityFor(probe(op, cpu::kSmallHostBytes / 4 / views, Device::Cpu())),
+              cpu::kSmallHostRank);
+    EXPECT_EQ(impl->PriorityFor(probe(op, cpu::kSmallHostBytes / 4 / views + 1, Device::Cpu())),
+              kPriorityFallback);
+    EXPECT_EQ(impl->PriorityFor(probe(op, 16, Device::Cuda(0))), kPriorityFallback);
+    EXPECT_NE(impl->priority_doc, "");
+    for (const ImplDef& other : op->impls) {  // in CUDA builds: the device impls it outranks
+      if (&other != impl) {
+        EXPECT_LT(other.PriorityFor(probe(op, 16, Device::Cpu())), cpu::kSmallHostRank);
+      }
+    }
+  }
+  const OpDef* gemm = OpRegistry::Global().Find("gemm");
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_FALSE(gemm->FindImpl("cpu")->priority_for);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 
@@ -49,6 +50,9 @@ Status Add(KernelContext& ctx) {
   });
 }
 
-KERNELD_IMPL(add, cpu) { op.Impl("cpu", Add, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(add, cpu) {
+  op.Impl("cpu", Add, Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
+}
 
 }  // namespace kerneld::cpu

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/cpu/row_norm.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 
@@ -59,6 +60,7 @@ Status FusedAddRmsNorm(KernelContext& ctx) {
 
 KERNELD_IMPL(fused_add_rmsnorm, cpu) {
   op.Impl("cpu", FusedAddRmsNorm, Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
 }
 
 }  // namespace kerneld::cpu

@@ -1,5 +1,6 @@
 // gelu_tanh_and_mul, CPU: y = act(gate) * up in float32, rounded once (common/cpu/act_and_mul.h).
 #include "common/cpu/act_and_mul.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 
 namespace kerneld::cpu {
@@ -9,6 +10,7 @@ KERNELD_IMPL(gelu_tanh_and_mul, cpu) {
       "cpu",
       [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_tanh_and_mul", act::GeluTanh{}); },
       Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
 }
 
 }  // namespace kerneld::cpu

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/cpu/row_norm.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 
@@ -56,6 +57,9 @@ Status LayerNorm(KernelContext& ctx) {
 
 }  // namespace
 
-KERNELD_IMPL(layernorm, cpu) { op.Impl("cpu", LayerNorm, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(layernorm, cpu) {
+  op.Impl("cpu", LayerNorm, Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
+}
 
 }  // namespace kerneld::cpu

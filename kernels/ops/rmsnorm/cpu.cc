@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/cpu/row_norm.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 
@@ -45,6 +46,9 @@ Status RmsNorm(KernelContext& ctx) {
 
 }  // namespace
 
-KERNELD_IMPL(rmsnorm, cpu) { op.Impl("cpu", RmsNorm, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(rmsnorm, cpu) {
+  op.Impl("cpu", RmsNorm, Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
+}
 
 }  // namespace kerneld::cpu

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/cpu/dispatch.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/half.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
@@ -78,6 +79,9 @@ Status Rope(KernelContext& ctx) {
   });
 }
 
-KERNELD_IMPL(rope, cpu) { op.Impl("cpu", Rope, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(rope, cpu) {
+  op.Impl("cpu", Rope, Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
+}
 
 }  // namespace kerneld::cpu

@@ -5,6 +5,7 @@
 
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 
@@ -47,6 +48,9 @@ Status Scale(KernelContext& ctx) {
   });
 }
 
-KERNELD_IMPL(scale, cpu) { op.Impl("cpu", Scale, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(scale, cpu) {
+  op.Impl("cpu", Scale, Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
+}
 
 }  // namespace kerneld::cpu

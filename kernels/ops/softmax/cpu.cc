@@ -6,6 +6,7 @@
 
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
+#include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
 
@@ -69,6 +70,9 @@ Status Softmax(KernelContext& ctx) {
   });
 }
 
-KERNELD_IMPL(softmax, cpu) { op.Impl("cpu", Softmax, Requirements::Cpu(), kPriorityFallback); }
+KERNELD_IMPL(softmax, cpu) {
+  op.Impl("cpu", Softmax, Requirements::Cpu(), kPriorityFallback);
+  RankSmallHostFirst(op);  // linear in bytes: small host requests stay here
+}
 
 }  // namespace kerneld::cpu
