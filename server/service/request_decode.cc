@@ -15,16 +15,15 @@ namespace {
 std::string NameList(const std::vector<std::string>& v) { return "{" + Join(v) + "}"; }
 
 // Where a BufferRef points, checked: the region, its device, the pointer.
-Status ResolveRef(BufferRegistry* reg, const Principal& who, const std::string& what,
-                  const v1::BufferRef& ref, int64_t nbytes, DType dt, DecodedRequest* d,
-                  TensorView* v) {
+Status ResolveRef(BufferRegistry* reg, const Principal& who, WhatFn what, const v1::BufferRef& ref,
+                  int64_t nbytes, DType dt, DecodedRequest* d, TensorView* v) {
   if (reg == nullptr)
-    return {StatusCode::kUnimplemented, what + ": this server has no buffer registry"};
+    return {StatusCode::kUnimplemented, what() + ": this server has no buffer registry"};
   RegionPin pin;
   char* p = nullptr;
   Status st =
       reg->Resolve(who, ref.buffer_id(), ref.offset(), static_cast<uint64_t>(nbytes), dt, &pin, &p);
-  if (!st.ok()) return Status(st.code(), what + ": " + st.message());
+  if (!st.ok()) return Status(st.code(), what() + ": " + st.message());
   v->data = p;
   v->byte_offset = 0;
   v->device = pin.region()->device;
@@ -55,7 +54,7 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
   AttrMap given;
   for (const auto& [name, v] : req.attrs()) {
     AttrValue a;
-    KERNELD_RETURN_IF_ERROR(FromProto(op->name + ": attr " + Quote(name), v, &a));
+    KERNELD_RETURN_IF_ERROR(FromProto([&] { return op->name + ": attr " + Quote(name); }, v, &a));
     given.emplace(name, std::move(a));
   }
   // The library's call path (kerneld/call.h): attrs first, so an attr error
@@ -73,7 +72,8 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
       return InvalidArgument(op->name + ": unknown input " + Quote(name) + "; inputs are " +
                              NameList(names));
     }
-    const std::string what = op->name + ": input '" + name + "'";
+    // Formatted only for an error: the success path builds no string.
+    auto what = [&] { return op->name + ": input '" + name + "'"; };
     int64_t nbytes = 0;
     KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
     TensorView& v = call.inputs[static_cast<size_t>(idx)];
@@ -85,7 +85,7 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
         const std::string& bytes = t.inline_data();
         d->bytes_in_inline += bytes.size();
         if (static_cast<int64_t>(bytes.size()) != nbytes)
-          return InvalidArgument(what + ": inline_data has " + std::to_string(bytes.size()) +
+          return InvalidArgument(what() + ": inline_data has " + std::to_string(bytes.size()) +
                                  " bytes; " + std::string(DTypeName(v.dtype)) + " " +
                                  ShapeToString(v.shape) + " needs " + std::to_string(nbytes) +
                                  " (elements x itemsize)");
@@ -105,8 +105,8 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
         break;
       case v1::Tensor::DATA_NOT_SET:
         if (nbytes != 0)
-          return InvalidArgument(what + " has no data; set inline_data (" + std::to_string(nbytes) +
-                                 " bytes) or buffer");
+          return InvalidArgument(what() + " has no data; set inline_data (" +
+                                 std::to_string(nbytes) + " bytes) or buffer");
         v.data = d->scratch.Alloc(0);
         break;
     }
@@ -124,7 +124,7 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
       return InvalidArgument(op->name + ": unknown output " + Quote(name) + "; outputs are " +
                              NameList(names));
     }
-    const std::string what = op->name + ": output '" + name + "'";
+    auto what = [&] { return op->name + ": output '" + name + "'"; };
     int64_t nbytes = 0;
     KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
     TensorView declared;
@@ -133,11 +133,11 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
     KERNELD_RETURN_IF_ERROR(CheckOutput(*op, idx, specs[static_cast<size_t>(idx)], declared));
     if (t.data_case() == v1::Tensor::kBuffer &&
         !op->outputs[static_cast<size_t>(idx)].in_place_of.empty())
-      return InvalidArgument(what + " is written in place of input '" +
+      return InvalidArgument(what() + " is written in place of input '" +
                              op->outputs[static_cast<size_t>(idx)].in_place_of +
                              "'; it cannot be placed elsewhere (leave it out of outputs)");
     if (t.data_case() == v1::Tensor::kInlineData)
-      return InvalidArgument(what +
+      return InvalidArgument(what() +
                              ": outputs take no inline_data; leave data unset to receive "
                              "the result inline, or name a buffer to have it written there");
   }
@@ -148,7 +148,7 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
   // InferOutputs checked every output's size, so these products are exact.
   std::vector<int64_t> out_bytes(op->outputs.size(), 0);
   int64_t inline_out = 0;
-  std::string biggest;
+  size_t biggest = op->outputs.size();  // named in the error only
   for (size_t i = 0; i < op->outputs.size(); ++i) {
     const OutputDef& od = op->outputs[i];
     out_bytes[i] = CheckedBytes(specs[i].shape, specs[i].dtype).value_or(kMaxTensorBytes);
@@ -159,14 +159,14 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
         (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
     if (in_buffer) continue;
     inline_out += out_bytes[i];
-    if (biggest.empty() || out_bytes[i] * 2 > inline_out)
-      biggest = "'" + od.name + "' " + std::string(DTypeName(specs[i].dtype)) + " " +
-                ShapeToString(specs[i].shape);
+    if (biggest == op->outputs.size() || out_bytes[i] * 2 > inline_out) biggest = i;
   }
   if (opt.max_inline_out_bytes > 0 && inline_out > opt.max_inline_out_bytes)
     return ResourceExhausted(
-        op->name + ": the inline result would be " + HumanBytes(inline_out) + " (output " +
-        biggest + "); a response holds at most " + HumanBytes(opt.max_inline_out_bytes) +
+        op->name + ": the inline result would be " + HumanBytes(inline_out) + " (output '" +
+        op->outputs[biggest].name + "' " + std::string(DTypeName(specs[biggest].dtype)) + " " +
+        ShapeToString(specs[biggest].shape) + "); a response holds at most " +
+        HumanBytes(opt.max_inline_out_bytes) +
         " (--max_message_mb). Place the output in a registered buffer, or split the request");
   if (opt.budget != nullptr) {
     const int64_t held = static_cast<int64_t>(d->bytes_in_inline) + inline_out;
@@ -215,8 +215,9 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
         v.data = bytes->data();
       }
     } else if (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer) {
-      KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, op->name + ": output '" + od.name + "'",
-                                         placed->second.buffer(), nbytes, spec.dtype, d, &v));
+      KERNELD_RETURN_IF_ERROR(ResolveRef(
+          reg, who, [&] { return op->name + ": output '" + od.name + "'"; },
+          placed->second.buffer(), nbytes, spec.dtype, d, &v));
       *out.mutable_buffer() = placed->second.buffer();
     } else {
       std::string* bytes = out.mutable_inline_data();

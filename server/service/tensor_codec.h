@@ -5,8 +5,9 @@
 
 #include <string>
 
-#include "kerneld/v1/kerneld.pb.h"
+#include "absl/functional/function_ref.h"
 #include "kerneld/op.h"
+#include "kerneld/v1/kerneld.pb.h"
 
 namespace kerneld::server {
 
@@ -14,12 +15,16 @@ namespace kerneld::server {
 DType FromProto(int dt);
 v1::DType ToProto(DType dt);
 
-// Checks dtype and shape of a wire tensor with CheckTensorSize (kerneld/size.h):
-// rank, negative dims, overflow, kMaxTensorBytes; `what` is "scale: input 'x'".
-// On success *nbytes is numel * itemsize.
-Status CheckTensorHeader(const std::string& what, const v1::Tensor& t, int64_t* nbytes);
+// Names what a message is about ("scale: input 'x'"), called only when there
+// is an error to report: the success path formats no string.
+using WhatFn = absl::FunctionRef<std::string()>;
 
-Status FromProto(const std::string& what, const v1::AttrValue& v, AttrValue* out);
+// Checks dtype and shape of a wire tensor with CheckTensorSize (kerneld/size.h):
+// rank, negative dims, overflow, kMaxTensorBytes. On success *nbytes is
+// numel * itemsize.
+Status CheckTensorHeader(WhatFn what, const v1::Tensor& t, int64_t* nbytes);
+
+Status FromProto(WhatFn what, const v1::AttrValue& v, AttrValue* out);
 void ToProto(const AttrValue& v, v1::AttrValue* out);
 
 }  // namespace kerneld::server
