@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
+#include "cli_flags.h"
 
 namespace kerneld::client {
 
@@ -59,33 +60,6 @@ int Usage(const std::string& why) {
 
 void Deadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-}
-
-// Removes "--name V" or "--name=V" from args; `def` when absent.
-std::string TakeFlag(std::vector<std::string>& args, const std::string& name,
-                     const std::string& def) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name && i + 1 < args.size()) {
-      std::string v = args[i + 1];
-      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
-      return v;
-    }
-    if (args[i].rfind(name + "=", 0) == 0) {
-      std::string v = args[i].substr(name.size() + 1);
-      args.erase(args.begin() + static_cast<long>(i));
-      return v;
-    }
-  }
-  return def;
-}
-
-bool TakeBool(std::vector<std::string>& args, const std::string& name) {
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i] == name) {
-      args.erase(args.begin() + static_cast<long>(i));
-      return true;
-    }
-  return false;
 }
 
 }  // namespace

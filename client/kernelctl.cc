@@ -20,6 +20,7 @@
 
 #include "buffer_commands.h"
 #include "buffers.h"
+#include "cli_flags.h"
 #include "client.h"
 #include "kerneld/check.h"
 #include "kerneld/percentile.h"
@@ -99,33 +100,15 @@ commands:
       --json FILE              write one JSON record per level and target
 )";
 
+// Shared with the buffers subcommands (cli_flags.h).
 std::string Flag(std::vector<std::string>& args, const std::string& name, const std::string& def) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name && i + 1 < args.size()) {
-      std::string v = args[i + 1];
-      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
-      return v;
-    }
-    if (args[i].rfind(name + "=", 0) == 0) {
-      std::string v = args[i].substr(name.size() + 1);
-      args.erase(args.begin() + static_cast<long>(i));
-      return v;
-    }
-  }
-  return def;
+  return kerneld::client::TakeFlag(args, name, def);
 }
-
 std::vector<std::string> Flags(std::vector<std::string>& args, const std::string& name) {
-  std::vector<std::string> out;
-  for (std::string v; !(v = Flag(args, name, "\x01")).empty() && v != "\x01";) out.push_back(v);
-  return out;
+  return kerneld::client::TakeFlags(args, name);
 }
-
 bool Has(std::vector<std::string>& args, const std::string& name) {
-  auto it = std::find(args.begin(), args.end(), name);
-  if (it == args.end()) return false;
-  args.erase(it);
-  return true;
+  return kerneld::client::TakeBool(args, name);
 }
 
 int Fail(const grpc::Status& st) {

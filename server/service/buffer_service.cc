@@ -28,7 +28,8 @@ Status CheckLeaseAndName(uint32_t lease, const std::string& name) {
                            std::to_string(kMaxBufferName));
   if (lease > kMaxLeaseSeconds)
     return InvalidArgument("lease_seconds " + std::to_string(lease) + " exceeds the maximum " +
-                           std::to_string(kMaxLeaseSeconds) + " (7 days); renew with RenewLease instead");
+                           std::to_string(kMaxLeaseSeconds) +
+                           " (7 days); renew with RenewLease instead");
   return Status::Ok();
 }
 
@@ -54,15 +55,18 @@ bool ClientBuffersAllowed(const Config& cfg, std::string* why_not) {
   for (const auto& a : addrs) {
     if (!IsLocalAddress(a)) {
       *why_not = "client buffer registration is off because kerneld listens on " + a +
-                 ", which is not loopback or a unix socket, and this call carries no identity (bearer token, "
-                 "client certificate or unix-socket uid); start kerneld with --allow_client_buffers to enable it";
+                 ", which is not loopback or a unix socket, and this call carries no identity "
+                 "(bearer token, "
+                 "client certificate or unix-socket uid); start kerneld with "
+                 "--allow_client_buffers to enable it";
       return false;
     }
   }
   return true;
 }
 
-BufferServiceImpl::BufferServiceImpl(const Config& cfg, const DeviceManager& devices, BufferRegistry& registry)
+BufferServiceImpl::BufferServiceImpl(const Config& cfg, const DeviceManager& devices,
+                                     BufferRegistry& registry)
     : cfg_(cfg), devices_(devices), registry_(registry) {
   client_buffers_allowed_ = ClientBuffersAllowed(cfg_, &client_buffers_why_not_);
 }
@@ -72,7 +76,8 @@ void BufferServiceImpl::SetServerPorts(std::vector<int> ports) {
   ports_ = std::move(ports);
 }
 
-Status BufferServiceImpl::Caller(grpc::CallbackServerContext* ctx, bool client_memory, Identity* id) const {
+Status BufferServiceImpl::Caller(grpc::CallbackServerContext* ctx, bool client_memory,
+                                 Identity* id) const {
   KERNELD_RETURN_IF_ERROR(IdentifyCall(*ctx, id));
   if (client_memory && id->anonymous() && !client_buffers_allowed_) {
     PrincipalStats::Global().CountPermissionDenied();
@@ -81,7 +86,8 @@ Status BufferServiceImpl::Caller(grpc::CallbackServerContext* ctx, bool client_m
   return Status::Ok();
 }
 
-ShmAccessCheck BufferServiceImpl::AccessCheckFor(const grpc::CallbackServerContext* ctx, const Identity& id) const {
+ShmAccessCheck BufferServiceImpl::AccessCheckFor(const grpc::CallbackServerContext* ctx,
+                                                 const Identity& id) const {
   std::optional<uid_t> uid = id.uid;
   std::optional<gid_t> gid = id.gid;
   if (!uid) {  // a TCP caller on this machine: the owner of its socket
@@ -101,28 +107,41 @@ ShmAccessCheck BufferServiceImpl::AccessCheckFor(const grpc::CallbackServerConte
 }
 
 Status BufferServiceImpl::FindGpu(const std::string& name, DeviceInfo* out) const {
-  if (name.empty()) return InvalidArgument("no device given; name a GPU as cuda:N, cuda:<uuid> or its uuid");
+  if (name.empty())
+    return InvalidArgument("no device given; name a GPU as cuda:N, cuda:<uuid> or its uuid");
   Status err;
   DeviceWorker* w = devices_.Find(name, &err);
   if (w == nullptr) return err;
   if (!w->info().device.is_cuda())
-    return InvalidArgument("device " + Quote(name) + " is not a GPU; shared memory is registered with RegisterSharedMemory");
+    return InvalidArgument("device " + Quote(name) +
+                           " is not a GPU; shared memory is registered with RegisterSharedMemory");
   if (!w->healthy()) return Unavailable(w->info().device.ToString() + " is unhealthy");
   *out = w->info();
   return Status::Ok();
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
-                                                                   const v1::RegisterCudaIpcBufferRequest* req,
-                                                                   v1::RegisterCudaIpcBufferResponse* resp) {
+Status BufferServiceImpl::AddRegion(std::shared_ptr<Region> r, const Identity& id,
+                                    const std::string& name, uint32_t lease_seconds,
+                                    std::string* buffer_id) {
+  r->name = name;
+  r->owner = id.principal;
+  r->lease_seconds = lease_seconds;
+  return CountedQuota(registry_.Add(std::move(r), ToBufferQuota(id.quota), buffer_id));
+}
+
+grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(
+    grpc::CallbackServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
+    v1::RegisterCudaIpcBufferResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, true, &id); !st.ok()) return Done(ctx, st);
   if (req->ipc_handle().size() != 64)
     return Done(ctx, InvalidArgument("ipc_handle has " + std::to_string(req->ipc_handle().size()) +
                                      " bytes; a cudaIpcMemHandle_t has exactly 64"));
-  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
+  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok())
+    return Done(ctx, st);
   DeviceInfo dev;
-  if (req->device_uuid().empty()) return Done(ctx, InvalidArgument("device_uuid is empty; pass the GPU's UUID (GPU-...)"));
+  if (req->device_uuid().empty())
+    return Done(ctx, InvalidArgument("device_uuid is empty; pass the GPU's UUID (GPU-...)"));
   if (Status st = FindGpu(req->device_uuid(), &dev); !st.ok()) return Done(ctx, st);
   const BufferQuota quota = ToBufferQuota(id.quota);
   if (Status st = registry_.CheckQuota(id.principal, req->byte_size(), quota); !st.ok())
@@ -130,12 +149,12 @@ grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(grpc::Callbac
   // A CUDA IPC handle is a capability: whoever holds it may map the memory
   // (docs/security.md), so there is no owner to check it against.
   std::shared_ptr<Region> r;
-  if (Status st = OpenCudaIpc(req->ipc_handle(), dev, req->byte_size(), &r); !st.ok()) return Done(ctx, st);
-  r->name = req->name();
-  r->owner = id.principal;
-  r->lease_seconds = req->lease_seconds();
+  if (Status st = OpenCudaIpc(req->ipc_handle(), dev, req->byte_size(), &r); !st.ok())
+    return Done(ctx, st);
   std::string buffer_id;
-  if (Status st = registry_.Add(std::move(r), quota, &buffer_id); !st.ok()) return Done(ctx, CountedQuota(st));
+  if (Status st = AddRegion(std::move(r), id, req->name(), req->lease_seconds(), &buffer_id);
+      !st.ok())
+    return Done(ctx, st);
   resp->set_buffer_id(buffer_id);
   return Done(ctx, Status::Ok());
 }
@@ -145,7 +164,8 @@ grpc::ServerUnaryReactor* BufferServiceImpl::AllocateBuffer(grpc::CallbackServer
                                                             v1::AllocateBufferResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, false, &id); !st.ok()) return Done(ctx, st);
-  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
+  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok())
+    return Done(ctx, st);
   const BufferQuota quota = ToBufferQuota(id.quota);
   // Before the allocation: a principal over its quota costs no GPU memory.
   if (Status st = registry_.CheckQuota(id.principal, req->byte_size(), quota); !st.ok())
@@ -155,42 +175,43 @@ grpc::ServerUnaryReactor* BufferServiceImpl::AllocateBuffer(grpc::CallbackServer
   std::shared_ptr<Region> r;
   std::string handle;
   if (Status st = AllocateCuda(dev, req->byte_size(), &r, &handle); !st.ok()) return Done(ctx, st);
-  r->name = req->name();
-  r->owner = id.principal;
-  r->lease_seconds = req->lease_seconds();
   std::string buffer_id;
-  if (Status st = registry_.Add(std::move(r), quota, &buffer_id); !st.ok()) return Done(ctx, CountedQuota(st));
+  if (Status st = AddRegion(std::move(r), id, req->name(), req->lease_seconds(), &buffer_id);
+      !st.ok())
+    return Done(ctx, st);
   resp->set_device_uuid(dev.uuid);
   resp->set_ipc_handle(handle);
   resp->set_buffer_id(buffer_id);
   return Done(ctx, Status::Ok());
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                                  const v1::RegisterSharedMemoryRequest* req,
-                                                                  v1::RegisterSharedMemoryResponse* resp) {
+grpc::ServerUnaryReactor* BufferServiceImpl::RegisterSharedMemory(
+    grpc::CallbackServerContext* ctx, const v1::RegisterSharedMemoryRequest* req,
+    v1::RegisterSharedMemoryResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, true, &id); !st.ok()) return Done(ctx, st);
-  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok()) return Done(ctx, st);
+  if (Status st = CheckLeaseAndName(req->lease_seconds(), req->name()); !st.ok())
+    return Done(ctx, st);
   const BufferQuota quota = ToBufferQuota(id.quota);
   if (Status st = registry_.CheckQuota(id.principal, req->byte_size(), quota); !st.ok())
     return Done(ctx, CountedQuota(st));
   std::shared_ptr<Region> r;
-  if (Status st = OpenSharedMemory(req->shm_name(), req->offset(), req->byte_size(), AccessCheckFor(ctx, id), &r);
+  if (Status st = OpenSharedMemory(req->shm_name(), req->offset(), req->byte_size(),
+                                   AccessCheckFor(ctx, id), &r);
       !st.ok())
     return Done(ctx, st);
-  r->name = req->name().empty() ? req->shm_name() : req->name();
-  r->owner = id.principal;
-  r->lease_seconds = req->lease_seconds();
   std::string buffer_id;
-  if (Status st = registry_.Add(std::move(r), quota, &buffer_id); !st.ok()) return Done(ctx, CountedQuota(st));
+  if (Status st = AddRegion(std::move(r), id, req->name().empty() ? req->shm_name() : req->name(),
+                            req->lease_seconds(), &buffer_id);
+      !st.ok())
+    return Done(ctx, st);
   resp->set_buffer_id(buffer_id);
   return Done(ctx, Status::Ok());
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::UnregisterBuffer(grpc::CallbackServerContext* ctx,
-                                                              const v1::UnregisterBufferRequest* req,
-                                                              v1::UnregisterBufferResponse* resp) {
+grpc::ServerUnaryReactor* BufferServiceImpl::UnregisterBuffer(
+    grpc::CallbackServerContext* ctx, const v1::UnregisterBufferRequest* req,
+    v1::UnregisterBufferResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, false, &id); !st.ok()) return Done(ctx, st);
   bool deferred = false;
@@ -209,7 +230,8 @@ grpc::ServerUnaryReactor* BufferServiceImpl::RenewLease(grpc::CallbackServerCont
   Status st = registry_.Renew(id.principal, req->buffer_id(), &r);
   if (st.ok()) {
     resp->set_lease_seconds(r->lease_seconds);
-    if (r->lease_seconds > 0) resp->set_expires_in_ms((r->expires_ns.load() - SteadyNowNs()) / 1000000);
+    if (r->lease_seconds > 0)
+      resp->set_expires_in_ms((r->expires_ns.load() - SteadyNowNs()) / 1000000);
   }
   return Done(ctx, st);
 }
@@ -234,7 +256,8 @@ grpc::ServerUnaryReactor* BufferServiceImpl::ListBuffers(grpc::CallbackServerCon
     b->set_name(r->name);
     b->set_owner(r->owner);
     b->set_lease_seconds(r->lease_seconds);
-    if (r->lease_seconds > 0) b->set_expires_in_ms(std::max<int64_t>(0, (r->expires_ns.load() - now) / 1000000));
+    if (r->lease_seconds > 0)
+      b->set_expires_in_ms(std::max<int64_t>(0, (r->expires_ns.load() - now) / 1000000));
     b->set_inflight(r->inflight.load());
   }
   return Done(ctx, Status::Ok());

@@ -32,7 +32,8 @@ class BufferServiceImpl final : public v1::BufferService::CallbackService {
   grpc::ServerUnaryReactor* RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
                                                   const v1::RegisterCudaIpcBufferRequest* req,
                                                   v1::RegisterCudaIpcBufferResponse* resp) override;
-  grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx, const v1::AllocateBufferRequest* req,
+  grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx,
+                                           const v1::AllocateBufferRequest* req,
                                            v1::AllocateBufferResponse* resp) override;
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
                                                  const v1::RegisterSharedMemoryRequest* req,
@@ -40,13 +41,19 @@ class BufferServiceImpl final : public v1::BufferService::CallbackService {
   grpc::ServerUnaryReactor* UnregisterBuffer(grpc::CallbackServerContext* ctx,
                                              const v1::UnregisterBufferRequest* req,
                                              v1::UnregisterBufferResponse* resp) override;
-  grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx, const v1::RenewLeaseRequest* req,
+  grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx,
+                                       const v1::RenewLeaseRequest* req,
                                        v1::RenewLeaseResponse* resp) override;
-  grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* ctx, const v1::ListBuffersRequest* req,
+  grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* ctx,
+                                        const v1::ListBuffersRequest* req,
                                         v1::ListBuffersResponse* resp) override;
 
  private:
   Status FindGpu(const std::string& name, DeviceInfo* out) const;
+  // Gives a freshly opened region its name, owner and lease, and adds it
+  // under the caller's quota; *buffer_id names it.
+  Status AddRegion(std::shared_ptr<Region> r, const Identity& id, const std::string& name,
+                   uint32_t lease_seconds, std::string* buffer_id);
   // The identity, and whether it may register client memory at all.
   Status Caller(grpc::CallbackServerContext* ctx, bool client_memory, Identity* id) const;
   ShmAccessCheck AccessCheckFor(const grpc::CallbackServerContext* ctx, const Identity& id) const;
