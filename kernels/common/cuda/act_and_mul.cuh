@@ -1,13 +1,20 @@
 // The gated activations on CUDA (silu_and_mul, gelu_and_mul,
-// gelu_tanh_and_mul): y = act(gate) * up in
-// float32, rounded once; x's rows are [gate (d) | up (d)]. Threads of a
-// block split a row (blockDim.x) and a block covers blockDim.y rows, so a
-// short d does not leave lanes idle. 128-bit packs when d is a whole number
-// of vectors and x, y are 16-byte aligned; else one element at a time.
+// gelu_tanh_and_mul): y = act(gate) * up in float32, rounded once; x's rows
+// are [gate (d) | up (d)]. Threads of a block split a row (blockDim.x) and a
+// block covers blockDim.y rows, so a short d does not leave lanes idle.
+// 128-bit packs when d is a whole number of vectors and x, y are 16-byte
+// aligned; else one element at a time.
+//
+// Framework-agnostic: each op's cuda.cuh names its activation and calls
+// ActAndMul; act_and_mul_binding.cuh adapts the KernelContext.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
 #include "common/activation_math.h"
-#include "common/cuda/cuda_check.cuh"
 #include "common/cuda/rows.cuh"
 
 namespace kerneld::cuda {
@@ -35,8 +42,8 @@ __global__ void __launch_bounds__(256) ActAndMulKernel(const T* __restrict__ x, 
 }
 
 template <typename T, int N, typename Act>
-Status Launch(const KernelContext& ctx, const char* name, const T* x, T* y, int64_t rows, int64_t d,
-              Act act) {
+cudaError_t LaunchActAndMul(const T* x, T* y, int64_t rows, int64_t d, Act act,
+                            cudaStream_t stream) {
   const int64_t units = d / N;
   // 256 threads: a power of two up to 256 across the row, the rest across rows.
   int tpr = 1;
@@ -45,25 +52,17 @@ Status Launch(const KernelContext& ctx, const char* name, const T* x, T* y, int6
   const int64_t blocks = (rows + rpb - 1) / rpb;
   const auto grid = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 30));
   ActAndMulKernel<T, N, Act>
-      <<<grid, dim3(static_cast<unsigned>(tpr), static_cast<unsigned>(rpb)), 0, StreamOf(ctx)>>>(
+      <<<grid, dim3(static_cast<unsigned>(tpr), static_cast<unsigned>(rpb)), 0, stream>>>(
           x, y, rows, units, act);
-  return CheckLaunch(name);
+  return cudaGetLastError();
 }
 
-template <typename Act>
-Status ActAndMul(KernelContext& ctx, const char* name, Act act) {
-  const TensorView& x = ctx.input("x");
-  TensorView& y = ctx.output("y");
-  const int64_t d = y.dim(-1);
-  if (y.numel() == 0) return Status::Ok();
-  const int64_t rows = y.numel() / d;
-  return DispatchFloatingCuda(x.dtype, name, [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = x.ptr<T>();
-    T* yp = y.ptr<T>();
-    if (VectorRowsOk<T>(d, {xp, yp})) return Launch<T, kVecN<T>>(ctx, name, xp, yp, rows, d, act);
-    return Launch<T, 1>(ctx, name, xp, yp, rows, d, act);
-  });
+// y [rows, d] = act(x[:, :d]) * x[:, d:] for x [rows, 2d], on `stream`.
+template <typename T, typename Act>
+cudaError_t ActAndMul(const T* x, T* y, int64_t rows, int64_t d, Act act, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (VectorRowsOk<T>(d, {x, y})) return LaunchActAndMul<T, kVecN<T>>(x, y, rows, d, act, stream);
+  return LaunchActAndMul<T, 1>(x, y, rows, d, act, stream);
 }
 
 }  // namespace kerneld::cuda

@@ -1,86 +1,13 @@
-// add, CUDA: y = a + b in float32, rounded once to the dtype.
-//
-// When a, b and y sit at the same offset within 16 bytes, a scalar head
-// brings them to a 16-byte boundary and the bulk moves as 128-bit vectors
-// (grid-stride); the head and the partial-vector tail share one scalar
-// launch. Tensors at different offsets take the scalar path throughout.
+// add, CUDA binding: adapts the KernelContext to the launcher in cuda.cuh
+// and registers the impl.
 #include "common/cuda/cuda_check.cuh"
-#include "common/cuda/launch.cuh"
-#include "common/cuda/rows.cuh"
-#include "common/cuda/vec.cuh"
+#include "common/cuda/dispatch.cuh"
 #include "kerneld/op.h"
+#include "ops/add/cuda.cuh"
 
 namespace kerneld::cuda {
 
 namespace {
-
-// y may alias a (in place): no __restrict__; every element is read and then
-// written by the same thread.
-// Two vectors of each input per thread, all four loads issued before any
-// store: more bytes in flight per thread than one vector a loop iteration
-// (add on 256M float16: 544 us before, 524 us, torch 531 us; H100 lab).
-template <typename T>
-__global__ void __launch_bounds__(256)
-    AddVecKernel(const Vec16<T>* a, const Vec16<T>* b, Vec16<T>* y, int64_t nvec) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x * 2;
-  for (int64_t i0 = blockIdx.x * int64_t{blockDim.x} * 2 + threadIdx.x; i0 < nvec; i0 += stride) {
-    const int64_t i1 = i0 + blockDim.x;
-    const bool two = i1 < nvec;
-    const Vec16<T> va0 = a[i0], vb0 = b[i0];
-    Vec16<T> va1, vb1;
-    if (two) va1 = a[i1], vb1 = b[i1];
-    Vec16<T> o;
-#pragma unroll
-    for (int k = 0; k < Vec16<T>::kN; ++k)
-      o.v[k] = FromFloat<T>(ToFloat(va0.v[k]) + ToFloat(vb0.v[k]));
-    y[i0] = o;
-    if (two) {
-#pragma unroll
-      for (int k = 0; k < Vec16<T>::kN; ++k)
-        o.v[k] = FromFloat<T>(ToFloat(va1.v[k]) + ToFloat(vb1.v[k]));
-      y[i1] = o;
-    }
-  }
-}
-
-// Elements [0, head) and [tail, n), as one index space of head + n - tail.
-template <typename T>
-__global__ void __launch_bounds__(256)
-    AddEdgesKernel(const T* a, const T* b, T* y, int64_t head, int64_t tail, int64_t n) {
-  const int64_t count = head + (n - tail);
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t e = i < head ? i : tail + (i - head);
-    y[e] = FromFloat<T>(ToFloat(a[e]) + ToFloat(b[e]));
-  }
-}
-
-template <typename T>
-Status Launch(const KernelContext& ctx, const T* a, const T* b, T* y, int64_t n) {
-  cudaStream_t s = StreamOf(ctx);
-  constexpr int kN = Vec16<T>::kN;
-  const auto offset = [](const void* p) { return reinterpret_cast<uintptr_t>(p) & 15u; };
-  int64_t head = n;  // no vector part unless the offsets agree
-  const uintptr_t off = offset(a);
-  if (off == offset(b) && off == offset(y) && off % sizeof(T) == 0)
-    head = std::min<int64_t>(n, static_cast<int64_t>((16 - off) % 16 / sizeof(T)));
-  const int64_t nvec = (n - head) / kN;
-  const int64_t tail = head + nvec * kN;
-  if (nvec > 0) {
-    AddVecKernel<T><<<GridCovering((nvec + 1) / 2, 256), 256, 0, s>>>(
-        reinterpret_cast<const Vec16<T>*>(a + head), reinterpret_cast<const Vec16<T>*>(b + head),
-        reinterpret_cast<Vec16<T>*>(y + head), nvec);
-    KERNELD_RETURN_IF_ERROR(CheckLaunch("add"));
-  }
-  const int64_t edges = head + (n - tail);
-  if (edges > 0) {
-    AddEdgesKernel<T><<<GridFor(ctx, edges, 256), 256, 0, s>>>(a, b, y, head, tail, n);
-    KERNELD_RETURN_IF_ERROR(CheckLaunch("add"));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status Add(KernelContext& ctx) {
   const TensorView& a = ctx.input("a");
@@ -90,9 +17,13 @@ Status Add(KernelContext& ctx) {
   if (n == 0) return Status::Ok();
   return DispatchFloatingCuda(a.dtype, "add", [&](auto tag) {
     using T = decltype(tag);
-    return Launch<T>(ctx, a.ptr<T>(), b.ptr<T>(), y.ptr<T>(), n);
+    return CudaStatus(
+        add::Add<T>(a.ptr<T>(), b.ptr<T>(), y.ptr<T>(), n, ctx.device.sm_count, StreamOf(ctx)),
+        "add");
   });
 }
+
+}  // namespace
 
 KERNELD_IMPL(add, cuda) { op.Impl("cuda", Add, Requirements::Cuda(70), kPriorityDevice); }
 

@@ -1,6 +1,9 @@
-// fused_add_rmsnorm, CUDA: the binding of the kernels in ops/rmsnorm/cuda.cuh.
+// fused_add_rmsnorm, CUDA binding: adapts the KernelContext to the launcher
+// in cuda.cuh and registers the impl.
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dispatch.cuh"
 #include "kerneld/op.h"
-#include "ops/rmsnorm/cuda.cuh"
+#include "ops/fused_add_rmsnorm/cuda.cuh"
 
 namespace kerneld::cuda {
 
@@ -12,18 +15,16 @@ Status FusedAddRmsNorm(KernelContext& ctx) {
   const TensorView& w = ctx.input("weight");
   TensorView& xo = ctx.output("x");
   TensorView& ro = ctx.output("residual");
-  const NormArgs a = ArgsOf(ctx, x);
-  if (a.rows == 0) return Status::Ok();
+  const RowShape rs = RowsOf(x);
+  if (rs.rows == 0) return Status::Ok();
+  const auto eps = static_cast<float>(ctx.attr_f("eps"));
+  const auto bias = static_cast<float>(ctx.attr_f("weight_bias"));
   return DispatchFloatingCuda(x.dtype, "fused_add_rmsnorm", [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = x.ptr<T>();
-    const T* rp = r.ptr<T>();
-    const T* wp = w.ptr<T>();
-    T* xop = xo.ptr<T>();
-    T* rop = ro.ptr<T>();
-    if (VectorRowsOk<T>(a.h, {xp, rp, wp, xop, rop}))
-      return LaunchFused<T, kVecN<T>>(ctx, xp, rp, wp, xop, rop, a);
-    return LaunchFused<T, 1>(ctx, xp, rp, wp, xop, rop, a);
+    return CudaStatus(fused_add_rmsnorm::FusedAddRmsNorm<T>(
+                          x.ptr<T>(), r.ptr<T>(), w.ptr<T>(), xo.ptr<T>(), ro.ptr<T>(), rs.rows,
+                          rs.h, eps, bias, ctx.device.sm_count, StreamOf(ctx)),
+                      "fused_add_rmsnorm");
   });
 }
 

@@ -1,15 +1,24 @@
-// gelu_tanh_and_mul, CUDA: y = act(gate) * up in float32, rounded once
-// (common/cuda/act_and_mul.cuh).
-#include "common/cuda/act_and_mul.cuh"
+// gelu_tanh_and_mul, CUDA binding: the launcher in cuda.cuh behind the gated
+// activations' binding (common/cuda/act_and_mul_binding.cuh).
+#include "common/cuda/act_and_mul_binding.cuh"
 #include "kerneld/op.h"
+#include "ops/gelu_tanh_and_mul/cuda.cuh"
 
 namespace kerneld::cuda {
 
+namespace {
+
+Status GeluTanhAndMul(KernelContext& ctx) {
+  return BindActAndMul(ctx, "gelu_tanh_and_mul",
+                       [](const auto* x, auto* y, int64_t rows, int64_t d, cudaStream_t s) {
+                         return gelu_tanh_and_mul::GeluTanhAndMul(x, y, rows, d, s);
+                       });
+}
+
+}  // namespace
+
 KERNELD_IMPL(gelu_tanh_and_mul, cuda) {
-  op.Impl(
-      "cuda",
-      [](KernelContext& ctx) { return ActAndMul(ctx, "gelu_tanh_and_mul", act::GeluTanh{}); },
-      Requirements::Cuda(70), kPriorityDevice);
+  op.Impl("cuda", GeluTanhAndMul, Requirements::Cuda(70), kPriorityDevice);
 }
 
 }  // namespace kerneld::cuda

@@ -424,15 +424,17 @@ Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, v
 // Which decode kernel runs a request: the one place the choice is made.
 //   float32, any compute capability       -> kFma  (exact float32 FMAs, this file)
 //   float16 / bfloat16, cc < 8.0          -> kFma
-//   float16 / bfloat16, cc >= 8.0         -> kMma  (tensor cores): the
-//     pipelined kernel (gemm_decode_pipe.cu) where PipeEligible and a tile
-//     configuration fits the device's shared memory, else the
-//     register-window one (gemm_decode_mma.cu); GemmDecodeMma decides that
-//     second step, because only a launch attempt knows whether a tile fits.
-enum class DecodeKernel { kFma, kMma };
-DecodeKernel ChooseDecodeKernel(DType dtype, int compute_capability) {
+//   float16 / bfloat16, cc >= 8.0         -> tensor cores:
+//     kPipe (gemm_decode_pipe.cu) where pipe_eligible (a and b 16-byte
+//       aligned, K % 8 == 0, and N % 8 == 0 for b [K, N]: PipeEligible);
+//     kMma  (the register-window kernel, gemm_decode_mma.cu) otherwise.
+// kPipe falls back to kMma when no tile configuration fits the device's
+// shared memory: only the launch attempt (per-device kernel attributes)
+// knows that, so GemmDecode does that last step.
+enum class DecodeKernel { kFma, kPipe, kMma };
+DecodeKernel ChooseDecodeKernel(DType dtype, int compute_capability, bool pipe_eligible) {
   if (dtype == DType::kFloat32 || compute_capability < 80) return DecodeKernel::kFma;
-  return DecodeKernel::kMma;
+  return pipe_eligible ? DecodeKernel::kPipe : DecodeKernel::kMma;
 }
 
 Status GemmDecode(KernelContext& ctx) {
@@ -445,17 +447,31 @@ Status GemmDecode(KernelContext& ctx) {
   if (k == 0)  // an empty sum: c = 0 (all-zero bits in every float type)
     return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), StreamOf(ctx)),
                       "gemm");
-  const bool mma = ChooseDecodeKernel(a.dtype, ctx.device.compute_capability) == DecodeKernel::kMma;
   switch (a.dtype) {
     case DType::kFloat16:
-      return mma ? decode_gemm::GemmDecodeMma(ctx) : GemmDecodeFma<__half>(ctx);
     case DType::kBFloat16:
-      return mma ? decode_gemm::GemmDecodeMma(ctx) : GemmDecodeFma<__nv_bfloat16>(ctx);
     case DType::kFloat32:
-      return GemmDecodeFma<float>(ctx);
+      break;
     default:
       return InvalidArgument("gemm: cuda has no " + std::string(DTypeName(a.dtype)) + " kernel");
   }
+  const bool pipe_eligible = a.dtype != DType::kFloat32 && ctx.device.compute_capability >= 80 &&
+                             decode_gemm::PipeEligible(ctx);
+  switch (ChooseDecodeKernel(a.dtype, ctx.device.compute_capability, pipe_eligible)) {
+    case DecodeKernel::kPipe: {
+      bool launched = false;
+      KERNELD_RETURN_IF_ERROR(decode_gemm::GemmDecodePipe(ctx, &launched));
+      if (launched) return Status::Ok();
+      return decode_gemm::GemmDecodeMma(ctx);  // no tile configuration fits
+    }
+    case DecodeKernel::kMma:
+      return decode_gemm::GemmDecodeMma(ctx);
+    case DecodeKernel::kFma:
+      break;
+  }
+  if (a.dtype == DType::kFloat16) return GemmDecodeFma<__half>(ctx);
+  if (a.dtype == DType::kBFloat16) return GemmDecodeFma<__nv_bfloat16>(ctx);
+  return GemmDecodeFma<float>(ctx);
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// Internal to the gemm decode kernels (gemm_decode.cu: float32 FMA kernel
+// Internal to the gemm decode kernels (cuda.cu: float32 FMA kernel
 // and the dispatch; gemm_decode_mma.cu: the tensor-core kernel for float16 /
 // bfloat16): how K is split over blocks, and the split-K reduction.
 #pragma once
@@ -48,9 +48,9 @@ Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, v
                  int64_t n, float alpha, const std::function<Status(float* partial)>& launch);
 
 // The tensor-core kernels (float16 / bfloat16, compute capability >= 8.0):
-// the pipelined one (gemm_decode_pipe.cu) where PipeEligible, else (or where
-// no tile configuration fits the device's shared memory) the register-window
-// one (gemm_decode_mma.cu).
+// the pipelined one (gemm_decode_pipe.cu) and the register-window one
+// (gemm_decode_mma.cu). ChooseDecodeKernel (cuda.cu) picks between them and
+// the FMA kernel.
 Status GemmDecodeMma(KernelContext& ctx);
 bool PipeEligible(KernelContext& ctx);
 // Sets *launched to false, launching nothing, when no configuration fits.

@@ -5,7 +5,7 @@
 // where that cannot: a or b not 16-byte aligned, K % 8 != 0, N % 8 != 0 with
 // b [K, N], or no tile configuration fitting the shared memory.
 //
-// The FMA kernel (gemm_decode.cu) spends as long on its M * N * K float32
+// The FMA kernel (cuda.cu) spends as long on its M * N * K float32
 // FMAs as on reading b; here the products go to the tensor cores and the
 // kernel is left with the stream over b. Block structure as there: a tile
 // of N per block, 8 warps splitting the block's slab of K, kStages b loads
@@ -359,11 +359,6 @@ Status MmaTyped(KernelContext& ctx) {
 }  // namespace
 
 Status GemmDecodeMma(KernelContext& ctx) {
-  if (PipeEligible(ctx)) {
-    bool launched = false;
-    KERNELD_RETURN_IF_ERROR(GemmDecodePipe(ctx, &launched));
-    if (launched) return Status::Ok();
-  }
   if (ctx.input("a").dtype == DType::kBFloat16) return MmaTyped<__nv_bfloat16>(ctx);
   return MmaTyped<__half>(ctx);
 }

@@ -1,4 +1,7 @@
-// rmsnorm, CUDA: the binding of the kernels in ops/rmsnorm/cuda.cuh.
+// rmsnorm, CUDA binding: adapts the KernelContext to the launcher in
+// cuda.cuh and registers the impl.
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dispatch.cuh"
 #include "kerneld/op.h"
 #include "ops/rmsnorm/cuda.cuh"
 
@@ -10,15 +13,15 @@ Status RmsNorm(KernelContext& ctx) {
   const TensorView& x = ctx.input("x");
   const TensorView& w = ctx.input("weight");
   TensorView& y = ctx.output("y");
-  const NormArgs a = ArgsOf(ctx, x);
-  if (a.rows == 0) return Status::Ok();
+  const RowShape r = RowsOf(x);
+  if (r.rows == 0) return Status::Ok();
+  const auto eps = static_cast<float>(ctx.attr_f("eps"));
+  const auto bias = static_cast<float>(ctx.attr_f("weight_bias"));
   return DispatchFloatingCuda(x.dtype, "rmsnorm", [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = x.ptr<T>();
-    const T* wp = w.ptr<T>();
-    T* yp = y.ptr<T>();
-    if (VectorRowsOk<T>(a.h, {xp, wp, yp})) return LaunchRmsNorm<T, kVecN<T>>(ctx, xp, wp, yp, a);
-    return LaunchRmsNorm<T, 1>(ctx, xp, wp, yp, a);
+    return CudaStatus(rmsnorm::RmsNorm<T>(x.ptr<T>(), w.ptr<T>(), y.ptr<T>(), r.rows, r.h, eps,
+                                          bias, ctx.device.sm_count, StreamOf(ctx)),
+                      "rmsnorm");
   });
 }
 

@@ -1,180 +1,24 @@
-// top_k_top_p_sampling, CUDA: one block per row, rejection sampling with a
-// rising pivot (FlashInfer's scheme), no sort.
-//
-// A round draws j from the row restricted to {p > pivot} by inverse CDF in
-// index order, then counts the tokens above p_j and their mass: j is in the
-// top-k / top-p support exactly when fewer than top_k tokens and less than
-// top_p of the mass lie above it. If so j is the sample; if not, no token
-// with p <= p_j is in the support either, so the pivot rises to p_j and the
-// next round draws from what is left. A draw from any superset of the
-// support, accepted when it lands inside, is a draw from the support
-// renormalized; rounds shrink the candidate set geometrically in
-// expectation.
-//
-// Each thread owns a contiguous chunk of the row, so the inverse CDF needs
-// one block scan of per-thread masses (no per-tile scans) and one walk of
-// the chunk that holds u; the pass that counts the mass above p_j also
-// yields the per-thread masses for the next round's draw. A round is thus
-// one pass over the row (L1/L2 resident: 200 KB at V = 50257) and a few
-// barriers. Every reduction and scan has a fixed order and the uniforms
-// come from Philox (seed, row), so the same inputs give the same samples.
-#include <curand_kernel.h>
-
-#include <algorithm>
-#include <climits>
-#include <cstdint>
-
-#include "common/cuda/block_reduce.cuh"
+// top_k_top_p_sampling, CUDA binding: adapts the KernelContext to the
+// launcher in cuda.cuh and registers the impl.
 #include "common/cuda/cuda_check.cuh"
-#include "common/cuda/launch.cuh"
 #include "kerneld/op.h"
+#include "ops/top_k_top_p_sampling/cuda.cuh"
 
 namespace kerneld::cuda {
 
 namespace {
 
-namespace bo = blockops;
-
-struct Scratch {
-  float f[32];
-  int i[32];
-  int pick;
-};
-
-// Count and mass of the probabilities > x in row[begin, end), summed in
-// index order. kVec: the row is 16-byte aligned and begin, end are
-// multiples of 4.
-template <bool kVec>
-__device__ __forceinline__ void ChunkMass(const float* row, int64_t begin, int64_t end, float x,
-                                          int* count, float* mass) {
-  int c = 0;
-  float m = 0.0f;
-  if constexpr (kVec) {
-#pragma unroll 4
-    for (int64_t i = begin; i < end; i += 4) {
-      const float4 f = __ldg(reinterpret_cast<const float4*>(row + i));
-      const float v[4] = {f.x, f.y, f.z, f.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (v[j] > x) ++c, m += v[j];
-    }
-  } else {
-#pragma unroll 4
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = __ldg(row + i);
-      if (v > x) ++c, m += v;
-    }
-  }
-  *count = c;
-  *mass = m;
-}
-
-// Within one thread's chunk: the first index whose running mass over
-// {p > pivot}, starting from `run`, exceeds u; the chunk's last such index
-// when none does (u past the sum by rounding); -1 when the chunk has none.
-__device__ __forceinline__ int FindInChunk(const float* row, int64_t begin, int64_t end,
-                                           float pivot, float run, float u) {
-  int last = -1;
-  for (int64_t i = begin; i < end; ++i) {
-    const float v = row[i];
-    if (!(v > pivot)) continue;
-    run += v;
-    last = static_cast<int>(i);
-    if (run > u) return last;
-  }
-  return last;
-}
-
-// One block per row; thread t owns the contiguous chunk [t * chunk, ...) so
-// that one block scan of the per-thread masses orders the whole row.
-template <bool kVec>
-__global__ void __launch_bounds__(1024)
-    SamplingKernel(const float* __restrict__ probs, int32_t* __restrict__ out, int64_t rows,
-                   int64_t vocab, int64_t top_k, float top_p, unsigned long long seed) {
-  __shared__ Scratch sc;
-  const int64_t chunk = (vocab + 4 * int64_t{blockDim.x} - 1) / (4 * int64_t{blockDim.x}) * 4;
-  const int64_t first = int64_t{threadIdx.x} * chunk;
-  const int64_t begin = first < vocab ? first : vocab;
-  const int64_t end = begin + chunk < vocab ? begin + chunk : vocab;
-  const int tid = static_cast<int>(threadIdx.x);
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* row = probs + r * vocab;
-    curandStatePhilox4_32_10_t rng;
-    curand_init(seed, static_cast<unsigned long long>(r), 0, &rng);
-    // `local`: this thread's mass above the pivot (0: no negatives, no NaNs).
-    int count;
-    float local;
-    ChunkMass<kVec>(row, begin, end, 0.0f, &count, &local);
-    const float total = bo::Sum(local, sc.f);
-    int pick = -1;  // no positive finite mass
-    if (total > 0.0f && isfinite(total)) {
-      const float limit = top_p * total;
-      float pivot = 0.0f;
-      for (;;) {
-        // Inverse CDF over {p > pivot} in index order: the block scan finds
-        // the chunk, its owner walks it. curand_uniform is in (0, 1].
-        float q;
-        const float before = bo::ExclusiveScan(local, sc.f, &q);
-        const float u = (1.0f - curand_uniform(&rng)) * q;
-        int owner = bo::Min(local > 0.0f && before + local > u ? tid : INT_MAX, INT_MAX, sc.i);
-        bool past_end = false;
-        if (owner == INT_MAX) {  // u rounded past every running sum: the last candidate
-          owner = bo::Max(local > 0.0f ? tid : -1, -1, sc.i);
-          past_end = true;
-        }
-        if (owner < 0) break;  // nothing above the pivot (mass underflowed)
-        if (tid == owner)
-          sc.pick = FindInChunk(row, begin, end, pivot, before, past_end ? INFINITY : u);
-        __syncthreads();
-        const int j = sc.pick;
-        if (j < 0 || (top_k <= 0 && top_p >= 1.0f)) {
-          pick = j;
-          break;
-        }
-        // j is in the support when fewer than top_k tokens, holding less
-        // than top_p of the mass, lie above it.
-        const float pj = row[j];
-        float above_local;
-        ChunkMass<kVec>(row, begin, end, pj, &count, &above_local);
-        const int above_count = bo::Sum(count, sc.i);
-        const float above = bo::Sum(above_local, sc.f);
-        if ((top_k <= 0 || above_count < top_k) && (top_p >= 1.0f || above < limit)) {
-          pick = j;
-          break;
-        }
-        pivot = pj;  // nothing at or below p_j is in the support
-        local = above_local;
-      }
-    }
-    if (threadIdx.x == 0) out[r] = pick;
-    __syncthreads();  // sc.pick is reused by the next row
-  }
-}
-
-}  // namespace
-
 Status TopKTopPSampling(KernelContext& ctx) {
   const TensorView& probs = ctx.input("probs");
   TensorView& out = ctx.output("samples");
-  const int64_t rows = probs.dim(0), vocab = probs.dim(1);
-  if (rows == 0) return Status::Ok();
-  const int64_t top_k = ctx.attr_i("top_k");
-  const float top_p = static_cast<float>(ctx.attr_f("top_p"));
-  const auto seed = static_cast<unsigned long long>(ctx.attr_i("seed"));
-  // Chunks of about 16 probabilities a thread, up to 1024 threads a row.
-  const int64_t want = (vocab + 15) / 16;
-  const unsigned threads =
-      static_cast<unsigned>(std::clamp<int64_t>((want + 31) / 32 * 32, 32, 1024));
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 30));
-  const float* p = probs.ptr<float>();
-  int32_t* o = out.ptr<int32_t>();
-  cudaStream_t s = StreamOf(ctx);
-  if (vocab % 4 == 0 && IsAligned16(p))
-    SamplingKernel<true><<<grid, threads, 0, s>>>(p, o, rows, vocab, top_k, top_p, seed);
-  else
-    SamplingKernel<false><<<grid, threads, 0, s>>>(p, o, rows, vocab, top_k, top_p, seed);
-  return CheckLaunch("top_k_top_p_sampling");
+  return CudaStatus(top_k_top_p::TopKTopPSampling(
+                        probs.ptr<float>(), out.ptr<int32_t>(), probs.dim(0), probs.dim(1),
+                        ctx.attr_i("top_k"), static_cast<float>(ctx.attr_f("top_p")),
+                        static_cast<unsigned long long>(ctx.attr_i("seed")), StreamOf(ctx)),
+                    "top_k_top_p_sampling");
 }
+
+}  // namespace
 
 KERNELD_IMPL(top_k_top_p_sampling, cuda) {
   op.Impl("cuda", TopKTopPSampling, Requirements::Cuda(70), kPriorityDevice);

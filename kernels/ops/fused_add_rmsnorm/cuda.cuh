@@ -1,0 +1,148 @@
+// fused_add_rmsnorm, CUDA kernels: s = x + residual in float32;
+// residual_out = s rounded; x_out = rmsnorm(s) from the unrounded s
+// (FlashInfer's order). The shape of rmsnorm's kernels (ops/rmsnorm/cuda.cuh):
+// a row per block or per warp, the row (here s, in float32) cached in
+// registers, float32 reductions, one rounding.
+//
+// Framework-agnostic: raw pointers, templated on the element type, the
+// launcher returns cudaError_t. The binding (cuda.cu) adapts the
+// KernelContext.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/cuda/rows.cuh"
+
+namespace kerneld::cuda::fused_add_rmsnorm {
+
+// In place, x_out == x and residual_out == residual: not __restrict__. Each
+// thread reads its elements before it writes them, and no other thread
+// touches them.
+template <typename T, int N, int kItems>
+__global__ void __launch_bounds__(1024)
+    FusedAddRmsNormKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out, T* res_out,
+                          int64_t rows, int units, float eps, float bias) {
+  using P = Pack<T, N>;
+  __shared__ float scratch[kRowScratch];
+  const float h = static_cast<float>(units) * N;
+  for (int64_t row0 = FirstBlockRow(); row0 < rows; row0 += BlockRowStride()) {
+    const auto [live, base] = RowSlot(row0, rows, units);
+    const P* xr = reinterpret_cast<const P*>(x) + base;
+    const P* rr = reinterpret_cast<const P*>(res) + base;
+    P* ro = reinterpret_cast<P*>(res_out) + base;
+    const P* wp = reinterpret_cast<const P*>(w);
+    RowWeights<P, kItems> wv;
+    float s[kItems][N];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int u = threadIdx.x + k * blockDim.x;
+      if (live && u < units) {
+        const P a = xr[u];
+        const P b = rr[u];
+        wv.LoadEarly(wp, k, u);
+        P o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          s[k][j] = ToFloat(a.v[j]) + ToFloat(b.v[j]);
+          ss += s[k][j] * s[k][j];
+          o.v[j] = FromFloat<T>(s[k][j]);
+        }
+        ro[u] = o;
+      }
+    }
+    const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
+    P* xo = reinterpret_cast<P*>(x_out) + base;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int u = threadIdx.x + k * blockDim.x;
+      if (live && u < units) {
+        const P& wk = wv.Get(wp, k, u);
+        P o;
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          o.v[j] = FromFloat<T>(s[k][j] * scale * (ToFloat(wk.v[j]) + bias));
+        xo[u] = o;
+      }
+    }
+  }
+}
+
+// Wide rows: the first pass only sums (residual is not yet written, so the
+// second pass can re-read x + residual unrounded), the second writes both.
+template <typename T, int N>
+__global__ void __launch_bounds__(1024)
+    FusedAddRmsNormWideKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out,
+                              T* res_out, int64_t rows, int64_t units, float eps, float bias) {
+  using P = Pack<T, N>;
+  __shared__ float scratch[kRowScratch];
+  const float h = static_cast<float>(units * N);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const P* xr = reinterpret_cast<const P*>(x) + row * units;
+    const P* rr = reinterpret_cast<const P*>(res) + row * units;
+    float ss = 0.0f;
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      const P a = xr[u];
+      const P b = rr[u];
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float s = ToFloat(a.v[j]) + ToFloat(b.v[j]);
+        ss += s * s;
+      }
+    }
+    const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
+    const P* wp = reinterpret_cast<const P*>(w);
+    P* xo = reinterpret_cast<P*>(x_out) + row * units;
+    P* ro = reinterpret_cast<P*>(res_out) + row * units;
+    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+      const P a = xr[u];
+      const P b = rr[u];
+      const P wv = wp[u];
+      P so, xn;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float s = ToFloat(a.v[j]) + ToFloat(b.v[j]);
+        so.v[j] = FromFloat<T>(s);
+        xn.v[j] = FromFloat<T>(s * scale * (ToFloat(wv.v[j]) + bias));
+      }
+      ro[u] = so;
+      xo[u] = xn;
+    }
+  }
+}
+
+template <typename T, int N>
+cudaError_t LaunchFused(const T* x, const T* r, const T* w, T* xo, T* ro, int64_t rows, int64_t h,
+                        float eps, float bias, int sm_count, cudaStream_t stream) {
+  const int64_t units = h / N;
+  const RowPlan p = PlanNormRows(rows, units, kMaxItems<N>, sm_count);
+  if (p.items == 0) {
+    FusedAddRmsNormWideKernel<T, N>
+        <<<p.grid, p.block, 0, stream>>>(x, r, w, xo, ro, rows, units, eps, bias);
+    return cudaGetLastError();
+  }
+  return DispatchItems<kMaxItems<N>>(p.items, [&](auto items) {
+    FusedAddRmsNormKernel<T, N, decltype(items)::value>
+        <<<p.grid, p.block, 0, stream>>>(x, r, w, xo, ro, rows, static_cast<int>(units), eps, bias);
+    return cudaGetLastError();
+  });
+}
+
+// res_out = x + residual; x_out = rmsnorm(x + residual) * (w + bias), over
+// rows of h elements on `stream`. x, residual, x_out, res_out are
+// [rows, h] (x_out may equal x, res_out residual), w is [h]. sm_count picks
+// the row plan (PlanNormRows).
+template <typename T>
+cudaError_t FusedAddRmsNorm(const T* x, const T* residual, const T* w, T* x_out, T* res_out,
+                            int64_t rows, int64_t h, float eps, float bias, int sm_count,
+                            cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (VectorRowsOk<T>(h, {x, residual, w, x_out, res_out}))
+    return LaunchFused<T, kVecN<T>>(x, residual, w, x_out, res_out, rows, h, eps, bias, sm_count,
+                                    stream);
+  return LaunchFused<T, 1>(x, residual, w, x_out, res_out, rows, h, eps, bias, sm_count, stream);
+}
+
+}  // namespace kerneld::cuda::fused_add_rmsnorm
