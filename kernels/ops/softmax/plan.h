@@ -44,28 +44,33 @@ inline int Pow2Ceil(int64_t v) {
   return p;
 }
 
-// The one chooser. Split rows when one block a row would leave SMs idle
-// (rows < sm_count) or a row is too long to cache in one block's registers
-// (vocab > kRowCapacity: the per-row path would stream it twice), and the
-// row is long enough to share (vocab >= kMinSplitVocab). C is the smallest
-// power of 2 that puts a block on every SM (rows * C >= sm_count), raised to
-// what caches the row (C * kRowCapacity >= vocab) and capped so that each
-// block keeps at least kMinChunk elements; at most kMaxCluster. Rows longer
-// than kMaxCluster * kRowCapacity (262144) stay per row. Needs sm_90.
-constexpr int64_t kMinSplitVocab = 4096;
-constexpr int64_t kMinChunk = 2048;
+// The one chooser (tuned on the H100 with bench/softmax_lab, float16 ->
+// float32, L2 read-flushed; docs/kernels.md has the run). Split rows only
+// where one block a row leaves SMs idle (rows < sm_count) and the row is too
+// long for one block's registers (vocab > kRowCapacity: the per-row path
+// streams it twice, 1 x 128256 took 32 us). Shorter rows (16 x 4096: 5.1 us
+// per row, 6.0-6.7 split) and many rows (256 x 128256: 96 us per row, 109
+// split) stay per row. C, a power of 2 up to kMaxCluster, is the larger of
+//  - what gives a block at most kSplitChunk elements (16 a thread at 512
+//    threads): 64 x 50000 took 17.1 us in 8 blocks a row, 19.2 in 4;
+//  - what puts a block on half the SMs (rows * C >= sm_count / 2): 1 x
+//    32000 7.0 us in 16 blocks, 8.4 in 4; 16 x 32768 7.8 in 8, 8.5 in 16.
+// Blocks of at most 4096 elements take 256 threads (16 x 32768 in 8: 7.8 us
+// at 256, 8.1 at 512), larger ones 512. Needs sm_90 (clusters).
+constexpr int64_t kSplitChunk = 8192;
+constexpr int64_t kNarrowChunk = 4096;
 inline Plan ChoosePlan(int64_t rows, int64_t vocab, const DeviceCaps& dev) {
   Plan plan;
-  if (dev.compute_capability < 90 || vocab < kMinSplitVocab) return plan;
   const int64_t sms = std::max(dev.sm_count, 1);
-  if (rows >= sms && vocab <= kRowCapacity) return plan;
-  const int need = Pow2Ceil((vocab + kRowCapacity - 1) / kRowCapacity);
-  if (need > kMaxCluster) return plan;
-  int c = std::min(Pow2Ceil((sms + rows - 1) / rows), kMaxCluster);
-  while (c > 2 && vocab / c < kMinChunk) c >>= 1;
-  c = std::max(c, need);
-  if (c < 2 || rows * c > INT_MAX) return plan;
-  plan.cluster = c;
+  if (dev.compute_capability < 90 || vocab <= kRowCapacity || rows >= sms) return plan;
+  const int64_t fill = (sms + 2 * rows - 1) / (2 * rows);
+  const int c = std::max(Pow2Ceil((vocab + kSplitChunk - 1) / kSplitChunk), Pow2Ceil(fill));
+  if (c > kMaxCluster || rows * c > INT_MAX) {
+    // Past 16 blocks of kSplitChunk: 16 blocks if they cache the row.
+    if (vocab > kMaxCluster * kRowCapacity || rows * kMaxCluster > INT_MAX) return plan;
+  }
+  plan.cluster = std::min(c, kMaxCluster);
+  plan.max_threads = (vocab + plan.cluster - 1) / plan.cluster <= kNarrowChunk ? 256 : kMaxThreads;
   return plan;
 }
 

@@ -90,13 +90,19 @@ TEST(Softmax, CudaPlanChooser) {
   EXPECT_EQ(ChoosePlan(16, 128256, a100).cluster, 0);  // no clusters before sm_90
   EXPECT_EQ(ChoosePlan(1, 1, h100).cluster, 0);
   EXPECT_EQ(ChoosePlan(3, 127, h100).cluster, 0);
-  EXPECT_EQ(ChoosePlan(4096, 4096, h100).cluster, 0);  // every SM busy already
-  EXPECT_EQ(ChoosePlan(16, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(16, 4096, h100).cluster, 0);     // short rows stay per row
+  EXPECT_EQ(ChoosePlan(1, 16384, h100).cluster, 0);
+  EXPECT_EQ(ChoosePlan(256, 128256, h100).cluster, 0);  // every SM busy already
+  EXPECT_EQ(ChoosePlan(1, 32000, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(1, 32000, h100).max_threads, 256);
+  EXPECT_EQ(ChoosePlan(16, 32768, h100).cluster, 8);
+  EXPECT_EQ(ChoosePlan(16, 32768, h100).max_threads, 256);
+  EXPECT_EQ(ChoosePlan(64, 50000, h100).cluster, 8);
+  EXPECT_EQ(ChoosePlan(64, 50000, h100).max_threads, 512);
   EXPECT_EQ(ChoosePlan(1, 128256, h100).cluster, 16);
-  EXPECT_EQ(ChoosePlan(1, 32000, h100).cluster, 8);     // >= kMinChunk a block
-  EXPECT_EQ(ChoosePlan(64, 50000, h100).cluster, 4);
-  EXPECT_EQ(ChoosePlan(64, 128256, h100).cluster, 8);   // 8 x 16384 cache the row
-  EXPECT_EQ(ChoosePlan(1024, 32768, h100).cluster, 2);  // rows too long for one block
+  EXPECT_EQ(ChoosePlan(16, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(64, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(2, 200000, h100).cluster, 16);   // 16 blocks still cache it
   EXPECT_EQ(ChoosePlan(2, 1 << 20, h100).cluster, 0);   // past 16 blocks: streams
   for (int64_t rows : {1, 7, 16, 64, 131, 132, 1000})
     for (int64_t vocab : {4096, 4097, 32000, 50257, 128256, 262144}) {
