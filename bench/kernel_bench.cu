@@ -11,7 +11,9 @@
 //
 // --gemm-shapes replaces the gemm shapes (MxNxK, T: transpose_b, b [N, K]).
 // --extra-shapes NAME=ROWSxHIDDEN,... adds (rows, hidden) problems beside
-// decode, mid and large (e.g. d1=1x4096,v128k=16x128256 for softmax).
+// decode, mid and large (e.g. d1=1x4096,v128k=16x128256 for softmax); an op
+// may register its own too (OpDef::bench.extra: softmax's vocabularies),
+// which --shapes selects by name like the others.
 // --json FILE writes one record per measured row (op, dtype, shape, impl,
 // us, copy_us, each input's dims, the bench attrs): bench/peers.py times
 // torch on exactly those records.
@@ -219,9 +221,15 @@ int main(int argc, char** argv) {
   for (const OpDef* op : OpRegistry::Global().List()) {
     if (op->test_only() || !op->bench.shapes || op->name == "gemm") continue;
     if (!only_ops.empty() && !only_ops.count(op->name)) continue;
+    // The shared problems, then the op's own (OpDef::bench.extra) that no
+    // --extra-shapes entry already names.
+    std::vector<ShapeSet> op_shapes = shapes;
+    for (const BenchSpec::Problem& p : op->bench.extra)
+      if (std::none_of(shapes.begin(), shapes.end(), [&](const ShapeSet& s) { return s.name == p.name; }))
+        op_shapes.push_back({p.name, p.rows, p.hidden});
     for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
       if (skip_dtype(dt)) continue;
-      for (const ShapeSet& ss : shapes) {
+      for (const ShapeSet& ss : op_shapes) {
         if (!only_shapes.empty() && !only_shapes.count(ss.name)) continue;
         KernelContext ctx;
         ctx.device = dev;

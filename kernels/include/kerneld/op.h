@@ -221,6 +221,13 @@ struct BenchSpec {
   AttrMap attrs;
   double lo = -1, hi = 1;
   bool range_per_hidden = false;  // [lo, hi) / hidden: probabilities of a row
+  // Problems kernel_bench also runs for this op, beside the shared decode,
+  // mid and large (softmax: decode batches of 32k-128k vocabularies).
+  struct Problem {
+    std::string name;
+    int64_t rows, hidden;
+  };
+  std::vector<Problem> extra;
 };
 
 struct OpDef {

@@ -57,10 +57,13 @@ KERNELD_OP(softmax) {
       .Output("probs", ShapeOf("[batch, vocab]", DType::kFloat32), "float32 probabilities")
       .AttrWithDefault("temperature", AttrType::kFloat, 1.0, "divides the logits; > 0");
   op.Reference(SoftmaxReference);
-  op.Bench({[](int64_t t, int64_t h) {
-              return std::map<std::string, Shape>{{"logits", {t, h}}};
-            },
-            {}});
+  BenchSpec bench;
+  bench.shapes = [](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"logits", {t, h}}}; };
+  // Decode batches (1-64 rows) over LLM vocabularies (32k-128k): one block a
+  // row leaves most SMs idle there, the split-row kernel's case.
+  bench.extra = {{"v32k1", 1, 32000},   {"v32k", 16, 32768},    {"v50k64", 64, 50000},
+                 {"v128k1", 1, 128256}, {"v128k", 16, 128256}, {"v128k64", 64, 128256}};
+  op.Bench(std::move(bench));
   return op;
 }
 

@@ -1,8 +1,11 @@
 // softmax on CUDA against the CPU implementation and the float64 reference:
 // dtypes x shapes covering the register-cached kernel (vector and scalar
 // packs), the streaming kernel (rows longer than 16384) and odd vocabularies,
-// temperatures, and offsets that break 16-byte alignment.
+// temperatures, and offsets that break 16-byte alignment. The split-row
+// (cluster) path is forced at every cluster size on tails and decode shapes,
+// and the chooser's pick is checked to run (sm_90+).
 #include "gpu_util.h"
+#include "ops/softmax/plan.h"
 
 namespace kerneld::testing {
 namespace {
@@ -53,6 +56,125 @@ TEST(SoftmaxGpu, ManyRowsAndHugeLogits) {
   gpu = RunOnCuda("softmax", big, {});
   ASSERT_TRUE(gpu.status.ok());
   EXPECT_EQ(CheckAgainstReference("softmax", big, {}, gpu.outputs), "");
+}
+
+
+// Forces the launch plan for the scope (the launcher reads it per call).
+struct ForcePlan {
+  ForcePlan(int cluster, int threads = 0) {
+    cuda::softmax::g_force_cluster = cluster;
+    cuda::softmax::g_force_threads = threads;
+  }
+  ~ForcePlan() {
+    cuda::softmax::g_force_cluster = -1;
+    cuda::softmax::g_force_threads = 0;
+  }
+};
+
+bool HaveClusters() { return GpuInfo().compute_capability >= 90; }
+
+// Per row (cluster 0) and split rows over clusters of 2..16 blocks (raised
+// to what caches a row), at tails and decode shapes, with NaN-poisoned
+// outputs (RunOnCuda): every element must be written and match float64.
+class SoftmaxPathTest
+    : public ::testing::TestWithParam<std::tuple<int, DType, std::pair<int64_t, int64_t>, bool>> {};
+
+TEST_P(SoftmaxPathTest, MatchesReference) {
+  auto [cluster, dtype, shape, misaligned] = GetParam();
+  auto [rows, vocab] = shape;
+  std::mt19937_64 rng(static_cast<uint64_t>(rows * 31 + vocab + cluster));
+  HostTensors in = {{"logits", Random(dtype, {rows, vocab}, rng, -8, 8)}};
+  AttrMap attrs = {{"temperature", 0.7}};
+  const int64_t before = cuda::softmax::g_cluster_launches.load();
+  OpRun gpu;
+  {
+    ForcePlan force(cluster);
+    gpu = RunOnCuda("softmax", in, attrs, "cuda", "", misaligned ? 4 : 0);
+  }
+  ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+  EXPECT_EQ(CheckAgainstReference("softmax", in, attrs, gpu.outputs), "");
+  const int64_t launched = cuda::softmax::g_cluster_launches.load() - before;
+  if (cluster == 0) {
+    EXPECT_EQ(launched, 0);
+  } else if (HaveClusters()) {
+    EXPECT_EQ(launched, 1) << "the split-row kernel did not run";
+  }
+}
+
+std::string PathName(const ::testing::TestParamInfo<SoftmaxPathTest::ParamType>& info) {
+  const auto& [c, dt, shape, mis] = info.param;
+  return "c" + std::to_string(c) + "_" + std::string(DTypeName(dt)) + "_" + std::to_string(shape.first) + "x" +
+         std::to_string(shape.second) + (mis ? "_misaligned" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, SoftmaxPathTest,
+    ::testing::Combine(::testing::Values(0, 2, 4, 8, 16),
+                       ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
+                       ::testing::Values(std::pair<int64_t, int64_t>{1, 1}, std::pair<int64_t, int64_t>{3, 127},
+                                         std::pair<int64_t, int64_t>{2, 4097}, std::pair<int64_t, int64_t>{1, 32000},
+                                         std::pair<int64_t, int64_t>{16, 128256},
+                                         std::pair<int64_t, int64_t>{64, 50000},
+                                         std::pair<int64_t, int64_t>{3, 50257}),
+                       ::testing::Bool()),
+    PathName);
+
+// Narrower split-row blocks (more items a thread, more blocks a row).
+TEST(SoftmaxGpu, SplitRowNarrowBlocks) {
+  std::mt19937_64 rng(9);
+  for (int threads : {32, 128, 256}) {
+    for (auto [rows, vocab] : {std::pair<int64_t, int64_t>{2, 4097}, std::pair<int64_t, int64_t>{4, 32000}}) {
+      HostTensors in = {{"logits", Random(DType::kFloat16, {rows, vocab}, rng, -8, 8)}};
+      ForcePlan force(4, threads);
+      OpRun gpu = RunOnCuda("softmax", in, {});
+      ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+      EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "") << threads << " threads";
+    }
+  }
+}
+
+// The chooser's own pick runs and matches the reference: decode shapes
+// split rows on sm_90+ (plan.h's ChoosePlan), many short rows stay one block
+// a row.
+TEST(SoftmaxGpu, ChooserPicksSplitRowsAtDecodeShapes) {
+  std::mt19937_64 rng(11);
+  const DeviceInfo info = GpuInfo();
+  cuda::softmax::DeviceCaps caps;
+  caps.compute_capability = info.compute_capability;
+  caps.sm_count = info.sm_count;
+  for (auto [rows, vocab] : {std::pair<int64_t, int64_t>{1, 32000}, std::pair<int64_t, int64_t>{16, 128256},
+                             std::pair<int64_t, int64_t>{64, 50000}, std::pair<int64_t, int64_t>{16, 4096},
+                             std::pair<int64_t, int64_t>{1024, 4096}, std::pair<int64_t, int64_t>{4, 1000}}) {
+    const bool want_split = cuda::softmax::ChoosePlan(rows, vocab, caps).cluster >= 2;
+    if (HaveClusters() && (vocab == 32000 || vocab == 128256 || (vocab == 50000 && rows < info.sm_count))) {
+      EXPECT_TRUE(want_split) << rows << "x" << vocab;
+    }
+    if (vocab <= 4096 && rows >= info.sm_count) {
+      EXPECT_FALSE(want_split) << rows << "x" << vocab;
+    }
+    HostTensors in = {{"logits", Random(DType::kBFloat16, {rows, vocab}, rng, -8, 8)}};
+    const int64_t before = cuda::softmax::g_cluster_launches.load();
+    OpRun gpu = RunOnCuda("softmax", in, {});
+    ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+    EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "") << rows << "x" << vocab;
+    EXPECT_EQ(cuda::softmax::g_cluster_launches.load() > before, want_split) << rows << "x" << vocab;
+  }
+}
+
+// Huge and -inf logits through the split-row path: whole chunks of -inf
+// (a block, and threads, with no finite value) write zeros, not NaN.
+TEST(SoftmaxGpu, SplitRowInfinities) {
+  HostTensors in;
+  in["logits"] = {DType::kFloat32, {2, 8192}, std::vector<double>(2 * 8192, -INFINITY)};
+  in["logits"].values[5] = 1000;
+  in["logits"].values[8000] = 999;
+  in["logits"].values[8192 + 8191] = 3e38;
+  in["logits"].values[8192 + 3] = -3e38;
+  in["logits"].values[8192 + 4] = 0;
+  ForcePlan force(4);
+  OpRun gpu = RunOnCuda("softmax", in, {});
+  ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+  EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "");
 }
 
 }  // namespace

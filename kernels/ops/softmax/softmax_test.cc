@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "op_runner.h"
+#include "ops/softmax/plan.h"
 
 namespace kerneld::testing {
 namespace {
@@ -79,6 +80,38 @@ TEST(Softmax, Errors) {
   EXPECT_EQ(r.status.message(), "softmax: 'logits' dtype int32 not in {float16, bfloat16, float32}");
   r = RunOnCpu("softmax", {{"logits", Random(DType::kFloat32, {8}, rng)}}, {});
   EXPECT_EQ(r.status.message(), "softmax: 'logits' has shape [8] (rank 1), expected [batch, vocab] (rank 2)");
+}
+
+// The CUDA launch plan (host-only): split rows over clusters at decode
+// shapes on sm_90, one block a row elsewhere.
+TEST(Softmax, CudaPlanChooser) {
+  using cuda::softmax::ChoosePlan;
+  cuda::softmax::DeviceCaps h100{0, 90, 132}, a100{0, 80, 108};
+  EXPECT_EQ(ChoosePlan(16, 128256, a100).cluster, 0);  // no clusters before sm_90
+  EXPECT_EQ(ChoosePlan(1, 1, h100).cluster, 0);
+  EXPECT_EQ(ChoosePlan(3, 127, h100).cluster, 0);
+  EXPECT_EQ(ChoosePlan(16, 4096, h100).cluster, 0);     // short rows stay per row
+  EXPECT_EQ(ChoosePlan(1, 16384, h100).cluster, 0);
+  EXPECT_EQ(ChoosePlan(256, 128256, h100).cluster, 0);  // every SM busy already
+  EXPECT_EQ(ChoosePlan(1, 32000, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(1, 32000, h100).max_threads, 256);
+  EXPECT_EQ(ChoosePlan(16, 32768, h100).cluster, 8);
+  EXPECT_EQ(ChoosePlan(16, 32768, h100).max_threads, 256);
+  EXPECT_EQ(ChoosePlan(64, 50000, h100).cluster, 8);
+  EXPECT_EQ(ChoosePlan(64, 50000, h100).max_threads, 512);
+  EXPECT_EQ(ChoosePlan(1, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(16, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(64, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(2, 200000, h100).cluster, 16);   // 16 blocks still cache it
+  EXPECT_EQ(ChoosePlan(2, 1 << 20, h100).cluster, 0);   // past 16 blocks: streams
+  for (int64_t rows : {1, 7, 16, 64, 131, 132, 1000})
+    for (int64_t vocab : {4096, 4097, 32000, 50257, 128256, 262144}) {
+      const int c = ChoosePlan(rows, vocab, h100).cluster;
+      EXPECT_TRUE(c == 0 || (c >= 2 && c <= cuda::softmax::kMaxCluster && (c & (c - 1)) == 0));
+      if (c) {
+        EXPECT_GE(c * cuda::softmax::kRowCapacity, vocab);
+      }
+    }
 }
 
 }  // namespace

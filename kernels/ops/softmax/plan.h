@@ -1,0 +1,77 @@
+// softmax, CUDA launch plan: which kernel (per row or split row over a
+// thread-block cluster) and its limits. Host-only, so that CPU tests can
+// check the chooser and GPU tests can force a path; ops/softmax/cuda.cuh
+// launches what it says.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
+namespace kerneld::cuda::softmax {
+
+constexpr int kMaxThreads = 512;  // block bound of the register-cached kernels
+constexpr int kMaxCached = 32;    // floats cached per thread, at most
+constexpr int64_t kRowCapacity = int64_t{kMaxThreads} * kMaxCached;  // elements a block caches
+constexpr int kMaxCluster = 16;   // the H100's non-portable cluster limit (portable: 8)
+
+// What the launcher needs to know of the device.
+struct DeviceCaps {
+  int index = 0;               // CUDA device ordinal
+  int compute_capability = 0;  // major * 10 + minor
+  int sm_count = 1;
+};
+
+// cluster 0: per-row kernels; >= 2: split rows over clusters of that many
+// blocks. max_threads bounds the split-row block (a power of 2, 32..512).
+struct Plan {
+  int cluster = 0;
+  int max_threads = kMaxThreads;
+};
+
+// For tests and labs: >= 0 forces the cluster size (0: per row); the plan is
+// still raised to what fits (a row needs ceil(vocab / kRowCapacity) blocks)
+// and falls back to per row where clusters cannot run.
+inline std::atomic<int> g_force_cluster{-1};
+inline std::atomic<int> g_force_threads{0};
+// Split-row launches made (tests check that the path ran).
+inline std::atomic<int64_t> g_cluster_launches{0};
+
+inline int Pow2Ceil(int64_t v) {
+  int p = 1;
+  while (p < v && p < (1 << 30)) p <<= 1;
+  return p;
+}
+
+// The one chooser (tuned on the H100 with bench/softmax_lab, float16 ->
+// float32, L2 read-flushed; docs/kernels.md has the run). Split rows only
+// where one block a row leaves SMs idle (rows < sm_count) and the row is too
+// long for one block's registers (vocab > kRowCapacity: the per-row path
+// streams it twice, 1 x 128256 took 32 us). Shorter rows (16 x 4096: 5.1 us
+// per row, 6.0-6.7 split) and many rows (256 x 128256: 96 us per row, 109
+// split) stay per row. C, a power of 2 up to kMaxCluster, is the larger of
+//  - what gives a block at most kSplitChunk elements (16 a thread at 512
+//    threads): 64 x 50000 took 17.1 us in 8 blocks a row, 19.2 in 4;
+//  - what puts a block on half the SMs (rows * C >= sm_count / 2): 1 x
+//    32000 7.0 us in 16 blocks, 8.4 in 4; 16 x 32768 7.8 in 8, 8.5 in 16.
+// Blocks of at most 4096 elements take 256 threads (16 x 32768 in 8: 7.8 us
+// at 256, 8.1 at 512), larger ones 512. Needs sm_90 (clusters).
+constexpr int64_t kSplitChunk = 8192;
+constexpr int64_t kNarrowChunk = 4096;
+inline Plan ChoosePlan(int64_t rows, int64_t vocab, const DeviceCaps& dev) {
+  Plan plan;
+  const int64_t sms = std::max(dev.sm_count, 1);
+  if (dev.compute_capability < 90 || vocab <= kRowCapacity || rows >= sms) return plan;
+  const int64_t fill = (sms + 2 * rows - 1) / (2 * rows);
+  const int c = std::max(Pow2Ceil((vocab + kSplitChunk - 1) / kSplitChunk), Pow2Ceil(fill));
+  if (c > kMaxCluster || rows * c > INT_MAX) {
+    // Past 16 blocks of kSplitChunk: 16 blocks if they cache the row.
+    if (vocab > kMaxCluster * kRowCapacity || rows * kMaxCluster > INT_MAX) return plan;
+  }
+  plan.cluster = std::min(c, kMaxCluster);
+  plan.max_threads = (vocab + plan.cluster - 1) / plan.cluster <= kNarrowChunk ? 256 : kMaxThreads;
+  return plan;
+}
+
+}  // namespace kerneld::cuda::softmax
