@@ -227,7 +227,7 @@ struct BenchSpec {
     std::string name;
     int64_t rows, hidden;
   };
-  std::vector<Problem> extra;
+  std::vector<Problem> extra = {};  // default: none (and no -Wmissing-field-initializers)
 };
 
 struct OpDef {
