@@ -29,29 +29,13 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(0.0, 0.05, 0.3, 1.0), ::testing::Bool()));
 
 TEST(MinPSamplingGpu, DistributionMatchesRenormalizedProbabilities) {
-  std::mt19937_64 rng(7);
-  const std::vector<double> row = SkewedRow(64, rng);
-  const double min_p = 0.05;
-  HostTensors in = {{"probs", Repeat(row, 200000)}};
-  OpRun r = RunOnCuda("min_p_sampling", in, {{"min_p", min_p}, {"seed", int64_t{3}}});
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  const auto keep = MinPSupport(row, min_p);
-  ASSERT_EQ(CheckSupport(r.outputs["samples"].values, keep), "");
-  const DistributionCheck c = CompareDistribution(r.outputs["samples"].values, row, keep);
-  EXPECT_GT(c.cosine, 0.999);
-  EXPECT_LT(c.max_z, 5.0);
+  ExpectMinPDistribution(
+      [](const HostTensors& in, const AttrMap& a) { return RunOnCuda("min_p_sampling", in, a); });
 }
 
 TEST(MinPSamplingGpu, SameSeedSameSamples) {
-  std::mt19937_64 rng(11);
-  HostTensors in = {{"probs", Repeat(SkewedRow(4097, rng), 64)}};
-  auto run = [&](int64_t seed) {
-    OpRun r = RunOnCuda("min_p_sampling", in, {{"min_p", 0.01}, {"seed", seed}});
-    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
-    return r.outputs["samples"].values;
-  };
-  EXPECT_EQ(run(5), run(5));
-  EXPECT_NE(run(5), run(6));
+  ExpectMinPSeeded(
+      [](const HostTensors& in, const AttrMap& a) { return RunOnCuda("min_p_sampling", in, a); });
 }
 
 TEST(MinPSamplingGpu, RowWithoutMassIsMinusOne) {

@@ -5,13 +5,12 @@
 #include <cmath>
 
 #include "gpu_util.h"
+#include "ops/rope/rope_cases.h"
 
 namespace kerneld::testing {
 namespace {
 
-struct Layout {
-  int64_t hq, hk, head, rot;
-};
+using Layout = RopeLayout;
 
 const Layout kLayouts[] = {
     {32, 8, 128, 128},  // Llama-like, full rotary
@@ -19,41 +18,23 @@ const Layout kLayouts[] = {
     {1, 1, 10, 6},      // 3 pairs: scalar path only
 };
 
-HostTensor Cache(int64_t max_pos, int64_t rot) {
-  HostTensor c;
-  c.dtype = DType::kFloat32;
-  c.shape = {max_pos, rot};
-  c.values.resize(static_cast<size_t>(max_pos * rot));
-  for (int64_t p = 0; p < max_pos; ++p)
-    for (int64_t i = 0; i < rot / 2; ++i) {
-      const double a = static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
-      c.values[static_cast<size_t>(p * rot + i)] = static_cast<float>(std::cos(a));
-      c.values[static_cast<size_t>(p * rot + rot / 2 + i)] = static_cast<float>(std::sin(a));
-    }
-  return c;
-}
-
-double Tol(DType dt) { return dt == DType::kFloat32 ? 1e-5 : 1e-2; }
-
-class RopeGpuTest : public ::testing::TestWithParam<std::tuple<DType, int64_t, int, bool, DType, bool>> {};
+class RopeGpuTest
+    : public ::testing::TestWithParam<std::tuple<DType, int64_t, int, bool, DType, bool>> {};
 
 TEST_P(RopeGpuTest, MatchesCpuAndReference) {
   auto [dtype, tokens, layout, neox, pos_dt, misaligned] = GetParam();
   const Layout& l = kLayouts[layout];
   std::mt19937_64 rng(static_cast<uint64_t>(tokens * 13 + layout));
   const int64_t max_pos = 8192;
-  HostTensors in;
-  in["q"] = Random(dtype, {tokens, l.hq, l.head}, rng);
-  in["k"] = Random(dtype, {tokens, l.hk, l.head}, rng);
-  in["positions"] = Random(pos_dt, {tokens}, rng, 0, static_cast<double>(max_pos));
-  in["cos_sin_cache"] = Cache(max_pos, l.rot);
+  HostTensors in = RopeInputs(dtype, pos_dt, tokens, l, rng, max_pos);
   AttrMap attrs = {{"is_neox", neox}};
   // One position-sized offset keeps every tensor element-aligned but breaks
   // 16-byte alignment of q, k and the cache.
   const size_t misalign = misaligned ? ItemSize(pos_dt) : 0;
   OpRun gpu = RunOnCuda("rope", in, attrs, "cuda", "", misalign);
   ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
-  EXPECT_EQ(CheckAgainstReference("rope", in, attrs, gpu.outputs, Tol(dtype), Tol(dtype)), "");
+  EXPECT_EQ(CheckAgainstReference("rope", in, attrs, gpu.outputs, RopeTol(dtype), RopeTol(dtype)),
+            "");
   OpRun cpu = RunOnCpu("rope", in, attrs);
   ASSERT_TRUE(cpu.status.ok());
   // Same float32 math, at most FMA contraction apart: within one rounding.
@@ -67,16 +48,18 @@ TEST_P(RopeGpuTest, MatchesCpuAndReference) {
 
 std::string RopeName(const ::testing::TestParamInfo<RopeGpuTest::ParamType>& info) {
   const auto& [dt, tokens, layout, neox, pos, mis] = info.param;
-  return std::string(DTypeName(dt)) + "_t" + std::to_string(tokens) + "_layout" + std::to_string(layout) +
-         (neox ? "_neox_" : "_gptj_") + std::string(DTypeName(pos)) + (mis ? "_misaligned" : "");
+  return std::string(DTypeName(dt)) + "_t" + std::to_string(tokens) + "_layout" +
+         std::to_string(layout) + (neox ? "_neox_" : "_gptj_") + std::string(DTypeName(pos)) +
+         (mis ? "_misaligned" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, RopeGpuTest,
-                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
-                                            ::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}),
-                                            ::testing::Values(0, 1, 2), ::testing::Bool(),
-                                            ::testing::Values(DType::kInt32, DType::kInt64), ::testing::Bool()),
-                         RopeName);
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, RopeGpuTest,
+    ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
+                       ::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}),
+                       ::testing::Values(0, 1, 2), ::testing::Bool(),
+                       ::testing::Values(DType::kInt32, DType::kInt64), ::testing::Bool()),
+    RopeName);
 
 TEST(RopeGpu, OutOfRangePositionLeavesTokenUnchanged) {
   std::mt19937_64 rng(21);
@@ -84,7 +67,7 @@ TEST(RopeGpu, OutOfRangePositionLeavesTokenUnchanged) {
   in["q"] = Random(DType::kFloat16, {3, 4, 64}, rng);
   in["k"] = Random(DType::kFloat16, {3, 2, 64}, rng);
   in["positions"] = {DType::kInt64, {3}, {5, 1000, 7}};
-  in["cos_sin_cache"] = Cache(16, 64);
+  in["cos_sin_cache"] = RopeCache(16, 64);
   OpRun gpu = RunOnCuda("rope", in, {});
   ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
   // Token 1 is skipped: its q and k come back as they went in.
@@ -96,7 +79,8 @@ TEST(RopeGpu, OutOfRangePositionLeavesTokenUnchanged) {
   HostTensors want;
   std::string err;
   ASSERT_TRUE(Reference("rope", ok, {}, &want, &err)) << err;
-  for (size_t i = 0; i < 4 * 64; ++i) EXPECT_NEAR(gpu.outputs["q"].values[i], want["q"].values[i], 1e-2);
+  for (size_t i = 0; i < 4 * 64; ++i)
+    EXPECT_NEAR(gpu.outputs["q"].values[i], want["q"].values[i], 1e-2);
   // The cpu backend rejects the same request.
   EXPECT_EQ(RunOnCpu("rope", in, {}).status.code(), StatusCode::kInvalidArgument);
 }

@@ -6,41 +6,12 @@
 #include <cmath>
 
 #include "op_runner.h"
+#include "ops/rope/rope_cases.h"
 
 namespace kerneld::testing {
 namespace {
 
-struct Layout {
-  int64_t hq, hk, head, rot;
-};
-
-// A real rotary cache: cos(p * theta_i) | sin(p * theta_i), theta_i = 10000^(-2i/rot).
-HostTensor Cache(int64_t max_pos, int64_t rot) {
-  HostTensor c;
-  c.dtype = DType::kFloat32;
-  c.shape = {max_pos, rot};
-  c.values.resize(static_cast<size_t>(max_pos * rot));
-  for (int64_t p = 0; p < max_pos; ++p)
-    for (int64_t i = 0; i < rot / 2; ++i) {
-      const double a = static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
-      c.values[static_cast<size_t>(p * rot + i)] = static_cast<float>(std::cos(a));
-      c.values[static_cast<size_t>(p * rot + rot / 2 + i)] = static_cast<float>(std::sin(a));
-    }
-  return c;
-}
-
-HostTensors RopeInputs(DType dt, DType pos_dt, int64_t tokens, const Layout& l, std::mt19937_64& rng,
-                       int64_t max_pos = 4096) {
-  HostTensors in;
-  in["q"] = Random(dt, {tokens, l.hq, l.head}, rng);
-  in["k"] = Random(dt, {tokens, l.hk, l.head}, rng);
-  in["positions"] = Random(pos_dt, {tokens}, rng, 0, static_cast<double>(max_pos));
-  in["cos_sin_cache"] = Cache(max_pos, l.rot);
-  return in;
-}
-
-// The tolerance for rope in half types is 1e-2; float32 keeps 1e-5.
-double Tol(DType dt) { return dt == DType::kFloat32 ? 1e-5 : 1e-2; }
+using Layout = RopeLayout;
 
 class RopeTest : public ::testing::TestWithParam<std::tuple<DType, int64_t, int, bool, DType>> {};
 
@@ -58,27 +29,31 @@ TEST_P(RopeTest, MatchesFloat64Reference) {
   AttrMap attrs = {{"is_neox", neox}};
   OpRun r = RunOnCpu("rope", in, attrs);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(CheckAgainstReference("rope", in, attrs, r.outputs, Tol(dtype), Tol(dtype)), "");
+  EXPECT_EQ(CheckAgainstReference("rope", in, attrs, r.outputs, RopeTol(dtype), RopeTol(dtype)),
+            "");
   // Dims past rot_dim are bit-for-bit untouched.
   for (int64_t i = 0; i < static_cast<int64_t>(in["q"].values.size()); ++i) {
     if (i % l.head >= l.rot) {
-      ASSERT_EQ(r.outputs["q"].values[static_cast<size_t>(i)], in["q"].values[static_cast<size_t>(i)]) << i;
+      ASSERT_EQ(r.outputs["q"].values[static_cast<size_t>(i)],
+                in["q"].values[static_cast<size_t>(i)])
+          << i;
     }
   }
 }
 
 std::string RopeName(const ::testing::TestParamInfo<RopeTest::ParamType>& info) {
   const auto& [dt, tokens, layout, neox, pos] = info.param;
-  return std::string(DTypeName(dt)) + "_t" + std::to_string(tokens) + "_layout" + std::to_string(layout) +
-         (neox ? "_neox_" : "_gptj_") + std::string(DTypeName(pos));
+  return std::string(DTypeName(dt)) + "_t" + std::to_string(tokens) + "_layout" +
+         std::to_string(layout) + (neox ? "_neox_" : "_gptj_") + std::string(DTypeName(pos));
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, RopeTest,
-                         ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
-                                            ::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}),
-                                            ::testing::Values(0, 1, 2), ::testing::Bool(),
-                                            ::testing::Values(DType::kInt32, DType::kInt64)),
-                         RopeName);
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, RopeTest,
+    ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
+                       ::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}),
+                       ::testing::Values(0, 1, 2), ::testing::Bool(),
+                       ::testing::Values(DType::kInt32, DType::kInt64)),
+    RopeName);
 
 TEST(Rope, NeoxAndGptjPairDifferentDims) {
   // One head, rot = head = 4, a 90-degree rotation: NeoX pairs (0,2),(1,3);
@@ -125,11 +100,15 @@ TEST(Rope, SchemaErrors) {
     EXPECT_EQ(r.status.message(), msg);
   };
   HostTensors bad = in;
-  bad["cos_sin_cache"] = Cache(32, 98);  // wider than a head
-  expect(bad, "rope: 'cos_sin_cache' dim 1 ('rot_dim'): expected an even value in [2, head_dim=96], got 98");
+  bad["cos_sin_cache"] = RopeCache(32, 98);  // wider than a head
+  expect(bad,
+         "rope: 'cos_sin_cache' dim 1 ('rot_dim'): expected an even value in [2, head_dim=96], got "
+         "98");
   bad = in;
   bad["cos_sin_cache"] = Random(DType::kFloat32, {32, 7}, rng);
-  expect(bad, "rope: 'cos_sin_cache' dim 1 ('rot_dim'): expected an even value in [2, head_dim=96], got 7");
+  expect(
+      bad,
+      "rope: 'cos_sin_cache' dim 1 ('rot_dim'): expected an even value in [2, head_dim=96], got 7");
   bad = in;
   bad["k"] = Random(DType::kFloat16, {4, 1, 96}, rng);
   expect(bad, "rope: 'k' dim 0 ('num_tokens'): expected 5, got 4");
