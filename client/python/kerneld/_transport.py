@@ -4,7 +4,21 @@ ExecuteStream shared by every call of the client (the default).
 grpcio's synchronous unary path sets up an HTTP/2 stream, its headers and
 trailers, and a completion queue per call; on one long-lived ExecuteStream a
 call is one message each way. Each request carries a request_id of this
-stream; a reader thread hands each response to the caller waiting for it.
+stream, and the response comes back with it.
+
+Who reads the responses (leader/follower, public grpcio API only): a waiting
+call without a deadline takes the reading itself. It calls next() on
+grpcio's response iterator, hands responses that belong to other callers to
+them, and once its own is in passes the reading on to another waiting
+caller, or to nobody when none waits. One caller alone thus reads its own
+response: no thread of ours in between (grpcio's request-consumer thread and
+its channel spin thread remain: its synchronous bidi API has no other way).
+A call with a deadline never reads: next() cannot time out, so a helper
+thread reads for it (and stays in next() while the last call had a
+deadline, as the dedicated reader did before). A thread interrupted inside
+next() (KeyboardInterrupt) leaves grpcio's iterator unusable: the stream is
+cancelled, the other calls on it fail with CANCELLED, the next call opens a
+new one.
 
 Rules kept identical to unary Execute:
   - a request's error comes back as its response's status: the same
