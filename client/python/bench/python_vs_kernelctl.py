@@ -8,7 +8,8 @@
 Concurrency 1 throughout. Each round runs, back to back on the same daemon:
 kernelctl perf --mode unary and --mode stream (closed loop, one client), then
 the Python client with rpc="unary" and rpc="stream" (`calls` timed calls
-each). The p50 printed is the median of the rounds' p50s (the rounds
+each), and rpc="stream" with timeout= (the helper thread reads the stream
+for a call with a deadline; one without reads its own response). The p50 printed is the median of the rounds' p50s (the rounds
 interleave, so a busy machine weighs on every row alike). Also the first
 calls of a new client: its first call (connection + ExecuteStream opened),
 and with --via shm its first shm call (pool segment created and registered).
@@ -140,12 +141,15 @@ def main():
         for c in clients.values():
             c.ops()
         rows = {k: [] for k in ("kernelctl unary", "kernelctl stream", "python rpc=unary",
-                                "python rpc=stream")}
+                                "python rpc=stream", "python stream+timeout")}
         for _ in range(a.rounds):
             rows["kernelctl unary"].append(kernelctl_p50(a, "unary"))
             rows["kernelctl stream"].append(kernelctl_p50(a, "stream"))
             for m, c in clients.items():
                 rows["python rpc=" + m].append(python_p50(c, a, x, kw))
+            if "stream" in clients:  # a call with a deadline: the helper thread reads for it
+                rows["python stream+timeout"].append(python_p50(clients["stream"], a, x,
+                                                                dict(kw, timeout=60.0)))
         rows = {k: v for k, v in rows.items() if v}
         for c in clients.values():
             c.close()

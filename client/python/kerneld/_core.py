@@ -89,8 +89,14 @@ class Prepared:
             else:
                 attrs[k] = v
 
-        req = pb.ExecuteRequest(op=op, backend=opts.get("backend") or "",
-                                device=opts.get("device") or "", request_id=request_id)
+        req = pb.ExecuteRequest(op=op)
+        if request_id:
+            req.request_id = request_id
+        if opts:
+            if opts.get("backend"):
+                req.backend = opts["backend"]
+            if opts.get("device"):
+                req.device = opts["device"]
         for k, v in attrs.items():
             try:
                 attr_value(v, req.attrs[k])
@@ -99,8 +105,13 @@ class Prepared:
 
         # Inputs: what they are, checked before anything is sent.
         ins = {}
+        bufs = False  # a registered Handle among the tensors
         for n, v in inputs.items():
-            a = BufArg(v) if type(v).__name__ == "Handle" else to_arg(op, n, v)
+            if type(v).__name__ == "Handle":
+                a = BufArg(v)
+                bufs = True
+            else:
+                a = to_arg(op, n, v)
             if schema is not None:
                 schema.check_dtype(n, a.dtype)
             ins[n] = a
@@ -120,15 +131,18 @@ class Prepared:
         outs = self._normalize_out(op, schema, opts.get("out"))
         out_args = {}
         for n, v in outs.items():
-            a = BufArg(v) if type(v).__name__ == "Handle" else to_arg(op, "out " + n, v)
+            if type(v).__name__ == "Handle":
+                a = BufArg(v)
+                bufs = True
+            else:
+                a = to_arg(op, "out " + n, v)
             out_args[n] = a
 
         # Outputs we allocate (GPU inputs: on their device; shm: in the segment).
-        shapes = {n: a.shape for n, a in ins.items()}
-        dtypes = {n: a.dtype for n, a in ins.items()}
         inferred = {}
         if schema is not None and (cuda_kind or via == "shm"):
-            inferred = schema.infer_outputs(shapes, dtypes)
+            inferred = schema.infer_outputs({n: a.shape for n, a in ins.items()},
+                                            {n: a.dtype for n, a in ins.items()})
             key = self._learn_key(ins, req)
             for o, sd in c._learned.get(key, {}).items():
                 inferred.setdefault(o, sd)
@@ -164,7 +178,8 @@ class Prepared:
         # The producing streams finish before the daemon reads (or writes) the
         # memory: once per framework and device. Registered handles too.
         seen = set()
-        for a in cuda_args + [x.handle._arg for x in list(ins.values()) + list(out_args.values())
+        for a in cuda_args + [x.handle._arg for x in (list(ins.values()) + list(out_args.values())
+                                                      if bufs else ())
                               if x.kind == "buffer" and x.base_kind == "cuda"]:
             if a.nbytes == 0:
                 continue
@@ -174,9 +189,10 @@ class Prepared:
                 a.synchronize()
 
         # Host tensors through shared memory: one segment per call.
-        host_in = [(n, a) for n, a in ins.items() if a.kind == "host"]
         shm_outs = []
+        host_in = ()
         if via == "shm":
+            host_in = [(n, a) for n, a in ins.items() if a.kind == "host"]
             for o, a in out_args.items():
                 if a.kind == "host":
                     shm_outs.append((o, a.nbytes))

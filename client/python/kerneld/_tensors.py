@@ -62,13 +62,18 @@ class HostArg:
     """Contiguous host memory; .flat is a uint8 view of it."""
     kind = "host"
 
+    device = None
+
     def __init__(self, name, obj, arr, dtype, framework):
         self.name, self.obj, self.dtype, self.framework = name, obj, dtype, framework
-        self.shape = tuple(int(s) for s in arr.shape)
+        self.shape = arr.shape  # a numpy array's: a tuple of ints
         self.arr = arr
         self.nbytes = arr.nbytes
-        self.flat = arr.reshape(-1).view(np.uint8) if arr.size else np.empty(0, np.uint8)
-        self.device = None
+
+    @property
+    def flat(self):
+        arr = self.arr
+        return arr.reshape(-1).view(np.uint8) if arr.size else np.empty(0, np.uint8)
 
     def tobytes(self):
         return self.arr.tobytes()
