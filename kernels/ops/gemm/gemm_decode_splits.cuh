@@ -2,7 +2,10 @@
 // register-window tensor-core kernel (gemm_decode_mma.cuh): the block shape,
 // how K is split over blocks, and the split-K reduction.
 //
-// Framework-agnostic: raw pointers, launchers return cudaError_t.
+// Framework-agnostic: raw pointers, launchers return cudaError_t. The
+// reduction kernel is compiled only by nvcc; the rest is plain C++, so
+// that host code (the binding header gemm_decode.cuh, and through it
+// gemm_gpu_test.cc) can include this header.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,7 +15,9 @@
 #include <cstdint>
 
 #include "common/cuda/launch.cuh"
+#if defined(__CUDACC__)
 #include "common/cuda/vec.cuh"
+#endif
 
 namespace kerneld::cuda::decode_gemm {
 
@@ -64,6 +69,7 @@ inline size_t SplitWorkspaceBytes(int64_t splits, int64_t m, int64_t n) {
          sizeof(float);
 }
 
+#if defined(__CUDACC__)
 // c = alpha * sum over splits of the partials, in split order.
 template <typename T>
 __global__ void ReduceSplitsKernel(const float* __restrict__ partial, T* __restrict__ c, int64_t mn,
@@ -85,5 +91,6 @@ cudaError_t ReduceSplits(const float* partial, T* c, int64_t mn, int splits, flo
       <<<GridFor(sm_count, mn, 256), 256, 0, stream>>>(partial, c, mn, splits, alpha);
   return cudaGetLastError();
 }
+#endif  // __CUDACC__
 
 }  // namespace kerneld::cuda::decode_gemm
