@@ -1,6 +1,9 @@
-// Internal to the gemm decode kernels (cuda.cu: float32 FMA kernel
-// and the dispatch; gemm_decode_mma.cu: the tensor-core kernel for float16 /
-// bfloat16): how K is split over blocks, and the split-K reduction.
+// Internal to the gemm decode kernels' bindings (cuda.cu: the FMA kernel,
+// the chooser and the split-K workspace; gemm_decode_mma.cu and
+// gemm_decode_pipe.cu: the tensor-core kernels): what needs the framework
+// or per-process state. The kernels and their launch math are in the
+// framework-agnostic headers (cuda.cuh, gemm_decode_mma.cuh,
+// gemm_decode_pipe.cuh, gemm_decode_splits.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,36 +17,14 @@
 
 #include "common/cuda/cuda_check.cuh"
 #include "kerneld/op.h"
+#include "ops/gemm/gemm_decode_splits.cuh"
 
 namespace kerneld::cuda::decode_gemm {
 
-inline constexpr int kWarps = 8;  // per block; they split the block's slab of K
-inline constexpr int kThreads = kWarps * 32;
-inline constexpr int kSmemBytes = 64 * 1024;  // the a slab (and the epilogue), FMA kernel
-// The tensor-core kernel's (clamped to the device's limit: 227 KiB on
-// sm_90, 163 KiB on sm_80, 99 KiB on sm_86/89): a 16-row slab of up to 6144
-// k, so that K = 4096 needs no split. Measured on the H100 at 16 x 4096 x
-// 4096: two splits (a second kernel sums them) took 22.8 + 3.6 us of GPU
-// time and 34 us a call.
-inline constexpr int kMmaSmemBytes = 200 * 1024;
-
-// A block's share of K: `slab` columns of a (in shared memory), `warp_k` of
-// them per warp; `splits` blocks along K per column tile.
-struct SplitPlan {
-  int64_t splits = 1;
-  int64_t warp_k = 0;
-  int64_t slab = 0;
-};
-
-// Enough splits for the slab to fit `max_slab`, more while the column tiles
-// alone leave resident-block slots idle; a warp's share is a whole number of
-// `step_k` steps.
-SplitPlan PlanSplits(const KernelContext& ctx, int64_t k, int64_t tiles, int step_k,
-                     int64_t max_slab, int blocks_per_sm);
-
 // Runs launch(partial): partial is null for one split (the kernel writes c),
-// else a float32 [splits, M, N] workspace that is then summed in split
-// order, scaled by alpha and rounded into c.
+// else a float32 [splits, M, N] workspace from a per-device pool that is
+// then summed in split order, scaled by alpha and rounded into c
+// (ReduceSplits).
 Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m,
                  int64_t n, float alpha, const std::function<Status(float* partial)>& launch);
 
@@ -109,6 +90,32 @@ Status PrepareKernel(Kernel kernel, int device, int want_smem, int* blocks_per_s
   *smem_bytes = it->second.smem;
   if (probed != nullptr) *probed = it->second.probed;
   return Status::Ok();
+}
+
+// PrepareKernel on `device` as the `prepare` of the framework-agnostic
+// planners (PlanGemmDecodeFma, PlanGemmDecodeMma): its Status, message
+// included, goes to *status, and the planner is told cudaErrorUnknown on a
+// failure (it passes that through; PlanStatus then returns *status).
+struct PrepareOn {
+  int device;
+  Status* status;
+  template <typename Kernel>
+  cudaError_t operator()(Kernel kernel, int want_smem, int* blocks_per_sm, int* smem_bytes) const {
+    (void)(*status = PrepareKernel(kernel, device, want_smem, blocks_per_sm, smem_bytes));
+    return status->ok() ? cudaSuccess : cudaErrorUnknown;
+  }
+};
+
+// The Status of a planner's answer: PrepareKernel's failure as it was, the
+// planner's refusal of a shape too large for the grid as InvalidArgument
+// (the binding has already refused empty shapes, M > 32 and compute
+// capability < 8.0 for the tensor-core kernel, so no other refusal
+// reaches here), anything else as the CUDA error.
+inline Status PlanStatus(cudaError_t err, const Status& setup) {
+  if (!setup.ok()) return setup;
+  if (err == cudaErrorInvalidValue)
+    return InvalidArgument("gemm: shape too large for the decode kernel (use backend cublas)");
+  return CudaStatus(err, "gemm");
 }
 
 }  // namespace kerneld::cuda::decode_gemm
