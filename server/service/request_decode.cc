@@ -54,7 +54,10 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
   AttrMap given;
   for (const auto& [name, v] : req.attrs()) {
     AttrValue a;
-    KERNELD_RETURN_IF_ERROR(FromProto([&] { return op->name + ": attr " + Quote(name); }, v, &a));
+    // A plain reference: lambdas may not capture structured bindings (before
+    // C++20 in clang, which the sanitizer build uses).
+    const std::string& attr = name;
+    KERNELD_RETURN_IF_ERROR(FromProto([&] { return op->name + ": attr " + Quote(attr); }, v, &a));
     given.emplace(name, std::move(a));
   }
   // The library's call path (kerneld/call.h): attrs first, so an attr error
@@ -73,7 +76,8 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
                              NameList(names));
     }
     // Formatted only for an error: the success path builds no string.
-    auto what = [&] { return op->name + ": input '" + name + "'"; };
+    const std::string& input = name;  // not captured as a binding (see attrs)
+    auto what = [&] { return op->name + ": input '" + input + "'"; };
     int64_t nbytes = 0;
     KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
     TensorView& v = call.inputs[static_cast<size_t>(idx)];
@@ -124,7 +128,8 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
       return InvalidArgument(op->name + ": unknown output " + Quote(name) + "; outputs are " +
                              NameList(names));
     }
-    auto what = [&] { return op->name + ": output '" + name + "'"; };
+    const std::string& output = name;  // not captured as a binding (see attrs)
+    auto what = [&] { return op->name + ": output '" + output + "'"; };
     int64_t nbytes = 0;
     KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
     TensorView declared;
