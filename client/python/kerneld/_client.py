@@ -405,16 +405,21 @@ class Client(_Base):
     tls=True alone uses the system's roots). shm=True: numpy arrays go through
     a shared-memory pool instead of inline. timeout: seconds per call (each
     call also takes timeout=). Every op is a method (see ops()).
-    rpc: how call() reaches the daemon. "stream" (default): every call of this
-    client rides one persistent ExecuteStream (reopened after a failure), about
-    half the latency of "unary": one Execute RPC per call. They differ only in
-    a call abandoned by its caller (timeout, KeyboardInterrupt): unary cancels
-    it in the daemon, stream leaves it to finish (docs/python.md).
+    rpc: how call() reaches the daemon. "stream" (the default without lb=):
+    every call of this client rides one persistent ExecuteStream (reopened
+    after a failure), about half the latency of "unary": one Execute RPC per
+    call. They differ also in a call abandoned by its caller (timeout,
+    KeyboardInterrupt): unary cancels it in the daemon, stream leaves it to
+    finish (docs/python.md). With lb= set (other than "pick_first") the
+    default is "unary": a stream is one RPC and stays on the one daemon it
+    was opened on, so only one RPC per call lets the policy spread calls.
     """
 
     def __init__(self, target="127.0.0.1:50051", timeout=None, shm=False, token=None, tls=False,
                  tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, lb=None,
-                 options=None, lease_seconds=60, rpc="stream"):
+                 options=None, lease_seconds=60, rpc=None):
+        if rpc is None:
+            rpc = "unary" if lb and lb != "pick_first" else "stream"
         if rpc not in ("stream", "unary"):
             raise ValueError("kerneld.Client: rpc=%r; 'stream' (one ExecuteStream for every call) "
                              "or 'unary' (one Execute RPC per call)" % (rpc,))

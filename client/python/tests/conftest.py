@@ -44,6 +44,7 @@ class Daemon:
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
         self.target = None
+        self.metrics_port = None  # with --metrics_listen=... among flags
         deadline = time.time() + 30
         while time.time() < deadline:
             if os.path.exists(ready):
@@ -51,6 +52,8 @@ class Daemon:
                     kind, _, value = line.strip().partition(" ")
                     if kind == "grpc" and not value.startswith("unix:"):
                         self.target = value
+                    elif kind == "metrics":
+                        self.metrics_port = int(value.rsplit(":", 1)[-1])
             if self.target:
                 break
             if self.proc.poll() is not None:
@@ -61,6 +64,18 @@ class Daemon:
             raise RuntimeError("kerneld did not start (%s):\n%s" % (" ".join(args), open(self.log).read()))
         if self.target.startswith("0.0.0.0:"):
             self.target = "127.0.0.1:" + self.target.split(":")[1]
+
+    def requests_ok(self, op):
+        """kerneld_requests_total{op, code="OK"} from this daemon's /metrics."""
+        import urllib.request
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
+                                      timeout=10).read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if (line.startswith("kerneld_requests_total{") and 'op="%s"' % op in line
+                    and 'code="OK"' in line):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
 
     def terminate(self):
         if self.proc.poll() is None:

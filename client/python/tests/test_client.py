@@ -251,6 +251,43 @@ def test_dns_round_robin(daemon):
     c.close()
 
 
+def _counts(a, b, total):
+    # A daemon counts a request as it answers it, a moment after the client
+    # has the answer: wait (up to 5 s) for the counts to add up.
+    for _ in range(250):
+        n = (a.requests_ok("scale"), b.requests_ok("scale"))
+        if sum(n) >= total:
+            break
+        time.sleep(0.02)
+    return n
+
+
+def test_round_robin_spreads_calls_over_two_daemons(new_daemon):
+    a = new_daemon("--metrics_listen=127.0.0.1:0")
+    b = new_daemon("--metrics_listen=127.0.0.1:0")
+    assert a.metrics_port and b.metrics_port
+    target = "ipv4:%s,%s" % (a.target, b.target)  # gRPC's static resolver: two addresses
+    x = np.arange(5, dtype=np.float32)
+    c = kerneld.Client(target, lb="round_robin", timeout=20)
+    assert c.rpc == "unary"  # a stream would stay on one daemon
+    for _ in range(100):
+        assert (c.scale(x, factor=2.0) == 2 * x).all()
+    c.close()
+    na, nb = _counts(a, b, 100)
+    assert na + nb == 100
+    assert na >= 10 and nb >= 10, (na, nb)
+
+    # pick_first (gRPC's default) keeps every call on one daemon, and a
+    # client without lb= keeps its one ExecuteStream.
+    c = kerneld.Client(target, timeout=20)
+    assert c.rpc == "stream"
+    for _ in range(50):
+        c.scale(x, factor=2.0)
+    c.close()
+    na2, nb2 = _counts(a, b, 150)
+    assert sorted([na2 - na, nb2 - nb]) == [0, 50]
+
+
 def test_unix_socket(daemon):
     c = kerneld.Client(daemon.unix)
     assert c.health() and (c.scale(np.ones(3, np.float32), factor=4.0) == 4).all()
