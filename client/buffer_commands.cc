@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "cli_flags.h"
+#include "credentials.h"
 
 namespace kerneld::client {
 
@@ -50,6 +51,8 @@ int Refused(const grpc::Status& st) {
   // The code by name: scripts (and the tests) match on it.
   std::fprintf(stderr, "kernelctl: %s: %s\n", CodeName(st.error_code()),
                st.error_message().c_str());
+  if (std::string hint = TlsConnectionHint(st, DefaultSecurity()); !hint.empty())
+    std::fprintf(stderr, "kernelctl: %s\n", hint.c_str());
   return 1;
 }
 

@@ -90,4 +90,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args, std::move(f));
 }
 
+std::string TlsConnectionHint(const grpc::Status& st, const ClientSecurity& sec) {
+  if (st.error_code() != grpc::StatusCode::UNAVAILABLE || !sec.tls()) return "";
+  if (sec.tls_cert.empty())
+    return "if the daemon requires client certificates (kerneld --tls_client_ca), pass "
+           "--tls_cert and --tls_key";
+  return "if the daemon requires client certificates (kerneld --tls_client_ca), check that "
+         "--tls_cert is signed by a CA it trusts there";
+}
+
 }  // namespace kerneld::client

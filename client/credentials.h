@@ -30,4 +30,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 void SetDefaultSecurity(const ClientSecurity& sec);
 const ClientSecurity& DefaultSecurity();
 
+// A line for kernelctl to print after a failed call: what to check when a
+// TLS connection could not be made (a daemon that requires client
+// certificates closes the connection, and gRPC reports only "Socket
+// closed"); "" when there is nothing to add.
+std::string TlsConnectionHint(const grpc::Status& st, const ClientSecurity& sec);
+
 }  // namespace kerneld::client

@@ -22,6 +22,7 @@
 #include "buffers.h"
 #include "cli_flags.h"
 #include "client.h"
+#include "credentials.h"
 #include "kerneld/check.h"
 #include "kerneld/percentile.h"
 #include "perf.h"
@@ -114,6 +115,8 @@ bool Has(std::vector<std::string>& args, const std::string& name) {
 int Fail(const grpc::Status& st) {
   std::fprintf(stderr, "kernelctl: %s: %s\n", std::to_string(st.error_code()).c_str(),
                st.error_message().c_str());
+  if (std::string hint = TlsConnectionHint(st, DefaultSecurity()); !hint.empty())
+    std::fprintf(stderr, "kernelctl: %s\n", hint.c_str());
   return 1;
 }
 

@@ -22,7 +22,8 @@ using client::SharedMemoryBuffer;
 
 // Test certificates, made once per run and removed at exit: a CA and the
 // daemon's certificate (127.0.0.1, localhost), a client "alice" of that CA,
-// and a second CA with a client "mallory" of its own.
+// a client "svc" of that CA with an empty subject and only SANs (a URI, then
+// a DNS name), and a second CA with a client "mallory" of its own.
 class Certs : public ::testing::Environment {
  public:
   static std::string dir;
@@ -49,7 +50,14 @@ class Certs : public ::testing::Environment {
         "openssl req " + ec + " -keyout mallory.key -out mallory.csr -subj /CN=mallory;" +
         "openssl x509 -req -in mallory.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -out "
         "mallory.pem "
-        "-days 2 -extfile client.ext;";
+        "-days 2 -extfile client.ext;" +
+        "printf 'subjectAltName=critical,URI:spiffe://example.org/svc,DNS:svc.example\\n"
+        "extendedKeyUsage=clientAuth\\n' > svc.ext;" +
+        "openssl req " + ec + " -keyout svc.key -out svc.csr -subj /;" +
+        "openssl x509 -req -in svc.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out svc.pem "
+        "-days 2 -extfile svc.ext;" +
+        "openssl x509 -in svc.pem -noout -subject | grep -qx 'subject=' ||"
+        " { echo 'svc.pem: openssl did not make the subject empty'; exit 1; };";
     std::string out;
     if (RunCapture(script, &out) != 0) error = "openssl failed: " + out;
   }
@@ -158,6 +166,32 @@ grpc::Status Call(KernelClient& c, const std::string& rpc, const std::string& id
   return stub->UnregisterBuffer(&ctx, req, &resp);
 }
 
+// A shared-memory object owned by `uid` (group: ours when it is our uid, else
+// the same number), mode 0600; unlinked on destruction.
+struct ShmObject {
+  ShmObject(const std::string& n, uid_t uid) : name(n) {
+    const gid_t gid = uid == getuid() ? getgid() : static_cast<gid_t>(uid);
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ok = fd >= 0 && ftruncate(fd, 4096) == 0 && fchown(fd, uid, gid) == 0 && fchmod(fd, 0600) == 0;
+    if (fd >= 0) close(fd);
+  }
+  ~ShmObject() { shm_unlink(name.c_str()); }
+  std::string name;
+  bool ok = false;
+};
+
+grpc::Status RegisterShm(KernelClient& c, const std::string& shm_name, std::string* buffer_id) {
+  auto stub = v1::BufferService::NewStub(c.channel());
+  grpc::ClientContext ctx;
+  v1::RegisterSharedMemoryRequest req;
+  req.set_shm_name(shm_name);
+  req.set_byte_size(4096);
+  v1::RegisterSharedMemoryResponse resp;
+  grpc::Status st = stub->RegisterSharedMemory(&ctx, req, &resp);
+  *buffer_id = resp.buffer_id();
+  return st;
+}
+
 // ---- TLS -------------------------------------------------------------------
 
 TEST(Tls, TheDaemonIsVerifiedAgainstTheRightCaOnly) {
@@ -194,6 +228,27 @@ TEST(Tls, MutualTlsRequiresAClientCertificateAndNamesThePrincipal) {
   EXPECT_NE(mine[0].owner().find("CN=alice"), std::string::npos) << mine[0].owner();
   // The plaintext, anonymous client is another principal.
   EXPECT_TRUE(List(d.client(), false, &st).empty());
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+TEST(Tls, AClientCertificateWithAnEmptySubjectIsNamedByItsFirstSan) {
+  REQUIRE_CERTS();
+  Daemon d({"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem"),
+            "--tls_key=" + Certs::Path("server.key"), "--tls_client_ca=" + Certs::Path("ca.pem")});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  const std::string tls = d.Ready("grpc_tls").at(0);
+  auto svc = Connect(tls, Tls("ca.pem", "svc"));
+  SharedMemoryBuffer shm(*svc, 4096);
+  ASSERT_TRUE(shm.status().ok()) << shm.status().error_message();
+  grpc::Status st;
+  auto mine = List(*svc, false, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(mine.size(), 1u);
+  // The first SAN, whole; not the second, not an empty name, not anonymous.
+  EXPECT_EQ(mine[0].owner(), "spiffe://example.org/svc");
+  // A principal of its own: alice (same CA) does not see the buffer.
+  EXPECT_TRUE(List(*Connect(tls, Tls("ca.pem", "alice")), false, &st).empty());
+  EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(d.Terminate(), 0);
 }
 
@@ -329,6 +384,50 @@ TEST(Kernelctl, TokenFromTheFlagOrTheEnvironmentAndTls) {
       << out;
   EXPECT_EQ(RunCapture(ctl + tls + " --tls_ca /nonexistent.pem info", &out), 2) << out;
   EXPECT_NE(out.find("cannot read --tls_ca"), std::string::npos) << out;
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+TEST(Kernelctl, MutualTlsWithItsClientCertificateAndWithout) {
+  REQUIRE_CERTS();
+  Daemon d({"--tls_listen=127.0.0.1:0", "--tls_cert=" + Certs::Path("server.pem"),
+            "--tls_key=" + Certs::Path("server.key"), "--tls_client_ca=" + Certs::Path("ca.pem")});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  const std::string ctl = std::string(KERNELCTL_BINARY) + " --target " + d.Ready("grpc_tls").at(0) +
+                          " --tls_ca " + Certs::Path("ca.pem");
+  const std::string alice =
+      " --tls_cert " + Certs::Path("alice.pem") + " --tls_key " + Certs::Path("alice.key");
+  std::string out;
+  EXPECT_EQ(RunCapture(ctl + alice + " info", &out), 0) << out;
+  // The certificate is the identity: what kernelctl registers is alice's.
+  ShmObject obj("/kd-ctl-" + std::to_string(getpid()), getuid());
+  ASSERT_TRUE(obj.ok);
+  EXPECT_EQ(RunCapture(ctl + alice + " buffers register-shm " + obj.name + " 4096", &out), 0)
+      << out;
+  EXPECT_EQ(RunCapture(ctl + alice + " buffers list", &out), 0) << out;
+  EXPECT_NE(out.find("CN=alice"), std::string::npos) << out;
+  EXPECT_NE(out.find(obj.name), std::string::npos) << out;
+
+  // Without a certificate, or with another CA's, the daemon refuses the
+  // handshake: kernelctl fails with UNAVAILABLE (gRPC says only "Socket
+  // closed") and a line on what to check, from either command family.
+  const struct {
+    std::string flags, hint;
+  } refused[] = {
+      {"", "pass --tls_cert and --tls_key"},
+      {" --tls_cert " + Certs::Path("mallory.pem") + " --tls_key " + Certs::Path("mallory.key"),
+       "check that --tls_cert is signed by a CA it trusts"},
+  };
+  for (const auto& r : refused) {
+    EXPECT_EQ(RunCapture(ctl + r.flags + " info", &out), 1) << r.flags << ": " << out;
+    EXPECT_NE(out.find("kernelctl: 14: "), std::string::npos) << r.flags << ": " << out;
+    EXPECT_NE(out.find(r.hint), std::string::npos) << r.flags << ": " << out;
+    EXPECT_EQ(RunCapture(ctl + r.flags + " buffers list", &out), 1) << r.flags << ": " << out;
+    EXPECT_NE(out.find("kernelctl: UNAVAILABLE: "), std::string::npos) << r.flags << ": " << out;
+    EXPECT_NE(out.find(r.hint), std::string::npos) << r.flags << ": " << out;
+  }
+  // A certificate without its key is a usage error, before any connection.
+  EXPECT_EQ(RunCapture(ctl + " --tls_cert " + Certs::Path("alice.pem") + " info", &out), 2) << out;
+  EXPECT_NE(out.find("--tls_cert and --tls_key go together"), std::string::npos) << out;
   EXPECT_EQ(d.Terminate(), 0);
 }
 
@@ -475,18 +574,6 @@ TEST(Principal, InTheRequestLogAndTraceNeverInMetrics) {
 
 // ---- No confused deputy --------------------------------------------------------
 
-// A shared-memory object owned by `uid`, mode 0600; unlinked on destruction.
-struct ShmObject {
-  ShmObject(const std::string& n, uid_t uid) : name(n) {
-    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    ok = fd >= 0 && ftruncate(fd, 4096) == 0 && fchown(fd, uid, uid) == 0 && fchmod(fd, 0600) == 0;
-    if (fd >= 0) close(fd);
-  }
-  ~ShmObject() { shm_unlink(name.c_str()); }
-  std::string name;
-  bool ok = false;
-};
-
 TEST(ConfusedDeputy, ARootDaemonOpensOnlyWhatTheCallerCould) {
   std::string out;
   if (getuid() != 0 || RunCapture("command -v setpriv", &out) != 0)
@@ -521,6 +608,50 @@ TEST(ConfusedDeputy, ARootDaemonOpensOnlyWhatTheCallerCould) {
   EXPECT_NE(out.find("uid:65534"), std::string::npos) << out;
   // Root could open both itself.
   EXPECT_EQ(reg(ctl, d.unix_target(), root_only.name), 0) << out;
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+// A token's uid= is the uid checked, whoever owns the connection: over
+// loopback TCP from this process (whose socket owner may open the object) and
+// over the unix socket (whose SO_PEERCRED uid may too). Needs no root: the
+// daemon runs as this test, can open the object itself, and must refuse.
+TEST(ConfusedDeputy, ATokensUidIsTheUidChecked) {
+  REQUIRE_CERTS();
+  const uid_t me = getuid();
+  const uid_t other = me == 65534 ? 65533 : 65534;
+  const std::string carol = "carol-token-0123456789abcdef";  // no uid=
+  const std::string file =
+      TokenFile(kAlice + " alice user uid=" + std::to_string(other) + "\n" + kBob +
+                " bob user uid=" + std::to_string(me) + "\n" + carol + " carol user\n");
+  Daemon d({"--auth_tokens=" + file});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  ShmObject mine("/kd-tok-" + std::to_string(getpid()), me);  // 0600, this test's
+  ASSERT_TRUE(mine.ok);
+  std::string id;
+  for (const std::string& target : {d.target(), d.unix_target()}) {
+    grpc::Status st = RegisterShm(*Connect(target, Token(kAlice)), mine.name, &id);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << target << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("uid " + std::to_string(other) + " may not open it"),
+              std::string::npos)
+        << target << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("owner uid " + std::to_string(me)), std::string::npos)
+        << st.error_message();
+  }
+  grpc::Status st;
+  EXPECT_TRUE(List(*Connect(d.target(), Token(kAlice)), false, &st).empty());  // nothing leaked
+
+  // The owner's uid may; so may a token without uid= from this process (the
+  // refusal above came from alice's uid=, not from the connection).
+  auto bob = Connect(d.target(), Token(kBob));
+  st = RegisterShm(*bob, mine.name, &id);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  auto bobs = List(*bob, false, &st);
+  ASSERT_EQ(bobs.size(), 1u);
+  EXPECT_EQ(bobs[0].buffer_id(), id);
+  EXPECT_EQ(bobs[0].owner(), "bob");
+  st = RegisterShm(*Connect(d.target(), Token(carol)), mine.name, &id);
+  EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(d.Terminate(), 0);
 }
 
