@@ -75,8 +75,8 @@ std::string Daemon::ReloadTokens() {
 std::string Daemon::Start() {
   peers_ = std::make_unique<PeerTable>();
   // Only unix sockets have peers to look up: TCP calls skip the lookup.
-  bool any_unix = cfg_.listen.rfind("unix:", 0) == 0;
-  for (const auto& a : cfg_.extra_listen) any_unix = any_unix || a.rfind("unix:", 0) == 0;
+  bool any_unix = UnixPeerListener::Serves(cfg_.listen);
+  for (const auto& a : cfg_.extra_listen) any_unix = any_unix || UnixPeerListener::Serves(a);
   auth_ = std::make_unique<Authenticator>(cfg_, any_unix ? peers_.get() : nullptr);
   if (std::string err = auth_->Init(); !err.empty()) return err;
   SetCallAuthenticator(auth_.get());
@@ -118,8 +118,8 @@ std::string Daemon::Start() {
     const bool is_tls = i >= n_plain;
     // Unix sockets are accepted by kerneld itself, which learns each peer's
     // uid (auth/peer_listener.h), then served by gRPC.
-    if (!is_tls && addrs[i].rfind("unix:", 0) == 0) {
-      auto l = std::make_unique<UnixPeerListener>(addrs[i].substr(5), peers_.get());
+    if (!is_tls && UnixPeerListener::Serves(addrs[i])) {
+      auto l = std::make_unique<UnixPeerListener>(addrs[i], peers_.get());
       if (std::string err = l->Bind(); !err.empty()) return "cannot listen on " + addrs[i] + ": " + err;
       unix_listeners_.push_back(std::move(l));
       continue;
@@ -144,7 +144,7 @@ std::string Daemon::Start() {
                                     : " (address in use or invalid, or --tls_cert / --tls_key do not match)");
   std::vector<int> tcp_ports;
   for (size_t i = 0; i < addrs.size(); ++i) {
-    if (i < n_plain && addrs[i].rfind("unix:", 0) == 0) {
+    if (i < n_plain && UnixPeerListener::Serves(addrs[i])) {
       bound_.push_back(addrs[i]);
       continue;
     }

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 
 namespace kerneld::server {
@@ -31,20 +33,40 @@ std::optional<PeerCred> PeerTable::Find(absl::string_view peer) const {
   return it->second;
 }
 
+namespace {
+constexpr absl::string_view kUnix = "unix:";
+constexpr absl::string_view kAbstract = "unix-abstract:";
+}  // namespace
+
+UnixPeerListener::UnixPeerListener(const std::string& address, PeerTable* table) : table_(table) {
+  abstract_ = absl::StartsWith(address, kAbstract);
+  path_ = address.substr(abstract_ ? kAbstract.size() : kUnix.size());
+}
+
+bool UnixPeerListener::Serves(const std::string& address) {
+  return absl::StartsWith(address, kUnix) || absl::StartsWith(address, kAbstract);
+}
+
 std::string UnixPeerListener::Bind() {
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
-  if (path_.empty() || path_.size() >= sizeof sa.sun_path)
-    return "unix socket path " + path_ + " is empty or longer than " +
-           std::to_string(sizeof sa.sun_path - 1) + " bytes";
-  std::memcpy(sa.sun_path, path_.data(), path_.size());
+  // An abstract name takes sun_path[0] = '\0' before it, and its length is
+  // the address length (gRPC's unix-abstract: names the same way).
+  const size_t room = sizeof sa.sun_path - 1;
+  if (path_.empty() || path_.size() > room)
+    return std::string(abstract_ ? "abstract unix socket name " : "unix socket path ") + path_ +
+           " is empty or longer than " + std::to_string(room) + " bytes";
+  std::memcpy(sa.sun_path + (abstract_ ? 1 : 0), path_.data(), path_.size());
+  const socklen_t len =
+      abstract_ ? static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path_.size())
+                : static_cast<socklen_t>(sizeof sa);
   // A socket file left by a daemon that died is replaced, as gRPC does; any
   // other kind of file is not ours to remove.
   struct stat st {};
-  if (lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path_.c_str());
+  if (!abstract_ && lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path_.c_str());
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return std::string("socket(AF_UNIX): ") + std::strerror(errno);
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0 ||
       listen(listen_fd_, 128) != 0) {
     std::string err = std::strerror(errno);
     close(listen_fd_);
@@ -97,7 +119,7 @@ void UnixPeerListener::Stop() {
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     listen_fd_ = -1;
-    unlink(path_.c_str());
+    if (!abstract_) unlink(path_.c_str());
   }
   for (int& fd : wake_) {
     if (fd >= 0) close(fd);

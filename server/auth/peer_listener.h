@@ -50,7 +50,11 @@ class PeerTable {
 
 class UnixPeerListener {
  public:
-  UnixPeerListener(std::string path, PeerTable* table) : path_(std::move(path)), table_(table) {}
+  // `address` is "unix:PATH" or "unix-abstract:NAME" (Linux's abstract
+  // namespace: no file, gone with the last descriptor).
+  UnixPeerListener(const std::string& address, PeerTable* table);
+  // Whether `address` is one this listener serves.
+  static bool Serves(const std::string& address);
   ~UnixPeerListener() { Stop(); }
   // Binds and listens (replacing a stale socket file); "" or why not.
   std::string Bind();
@@ -62,7 +66,8 @@ class UnixPeerListener {
 
  private:
   void AcceptLoop(grpc::Server* server);
-  std::string path_;
+  std::string path_;  // the file's path, or the abstract name
+  bool abstract_ = false;
   PeerTable* table_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe that interrupts poll() on Stop

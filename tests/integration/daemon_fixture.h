@@ -75,7 +75,7 @@ class Daemon {
       std::ifstream f(ready_);
       std::string kind, value;
       while (f >> kind >> value) {
-        if (kind == "grpc" && value.rfind("unix:", 0) != 0) target_ = value;
+        if (kind == "grpc" && value.rfind("unix", 0) != 0) target_ = value;
         if (kind == "metrics") metrics_port_ = std::stoi(value);
       }
       if (!target_.empty()) break;

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -475,6 +476,29 @@ TEST(Isolation, APrincipalSeesUsesRenewsAndUnregistersOnlyItsOwn) {
   // An admin may unregister anyone's buffer.
   EXPECT_TRUE(Call(*ops, "unregister", a.id()).ok());
   EXPECT_EQ(ScaleIn(*alice, a.id()).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+// An abstract unix socket (Linux: a name, no file) is accepted by kerneld
+// too, so its callers are named by SO_PEERCRED like a unix socket's (they
+// were `anonymous`: gRPC accepted them and knew no uid).
+TEST(Isolation, AnAbstractUnixSocketsPeerIsNamedByItsUid) {
+  const std::string name = "unix-abstract:kerneld-security-test-" + std::to_string(getpid());
+  Daemon d({"--listen=" + name});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  const auto bound = d.Ready("grpc");
+  EXPECT_NE(std::find(bound.begin(), bound.end(), name), bound.end()) << d.Log();
+  auto local = Connect(name, ClientSecurity{});
+  SharedMemoryBuffer shm(*local, 4096);
+  ASSERT_TRUE(shm.status().ok()) << shm.status().error_message();
+  grpc::Status st;
+  auto mine = List(*local, false, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0].owner(), "uid:" + std::to_string(getuid()));
+  // The same uid over the file socket is the same principal.
+  EXPECT_EQ(Ids(List(*Connect(d.unix_target(), ClientSecurity{}), false, &st)),
+            std::vector<std::string>{shm.id()});
   EXPECT_EQ(d.Terminate(), 0);
 }
 

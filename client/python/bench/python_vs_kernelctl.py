@@ -39,7 +39,7 @@ def start_daemon(binary):
         if os.path.exists(ready):
             for line in open(ready):
                 kind, _, value = line.strip().partition(" ")
-                if kind == "grpc" and not value.startswith("unix:"):
+                if kind == "grpc" and not value.startswith("unix"):  # unix: and unix-abstract:
                     return proc, value.replace("0.0.0.0:", "127.0.0.1:")
         if proc.poll() is not None:
             break

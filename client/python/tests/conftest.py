@@ -50,7 +50,7 @@ class Daemon:
             if os.path.exists(ready):
                 for line in open(ready):
                     kind, _, value = line.strip().partition(" ")
-                    if kind == "grpc" and not value.startswith("unix:"):
+                    if kind == "grpc" and not value.startswith("unix"):  # unix: and unix-abstract:
                         self.target = value
                     elif kind == "metrics":
                         self.metrics_port = int(value.rsplit(":", 1)[-1])
