@@ -39,7 +39,22 @@ grpc::Status Echo(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp) {
   for (const auto& [name, t] : req.inputs())
     (*resp->mutable_outputs())[scale && name == "x" ? "y" : name] = t;
   resp->mutable_info();  // present, all zeros
-  if (g_kernel && scale) {
+  if (g_kernel && scale && req.inputs().count("x") && req.inputs().at("x").has_buffer()) {
+    // `kernelctl perf --via ipc`: x (and y) in buffers registered here.
+    const v1::Tensor& x = req.inputs().at("x");
+    auto yo = req.outputs().find("y");
+    const v1::Tensor& y = yo != req.outputs().end() && yo->second.has_buffer() ? yo->second : x;
+    int64_t n = 1;
+    for (int64_t d : x.shape()) n *= d;
+    auto f = req.attrs().find("factor");
+    const float factor = f == req.attrs().end() ? 1.0f : static_cast<float>(f->second.f());
+    if (std::string err = FloorKernelScaleBuffers(x.buffer().buffer_id(), x.buffer().offset(),
+                                                  y.buffer().buffer_id(), y.buffer().offset(), n,
+                                                  x.dtype(), factor);
+        !err.empty())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, err);
+    (*resp->mutable_outputs())["y"] = y;
+  } else if (g_kernel && scale) {
     auto it = resp->mutable_outputs()->find("y");
     auto f = req.attrs().find("factor");
     if (it != resp->mutable_outputs()->end() && it->second.has_inline_data()) {
@@ -71,6 +86,30 @@ class SyncEcho final : public v1::KernelService::Service {
       if (!stream->Write(resp)) break;
     }
     return grpc::Status::OK;
+  }
+};
+
+// Registration of CUDA IPC buffers (--kernel), so the floor's kernel runs on
+// the client's own memory, as kerneld's does. Not timed: sync is enough.
+class FloorBuffers final : public v1::BufferService::Service {
+  grpc::Status RegisterCudaIpcBuffer(grpc::ServerContext*,
+                                     const v1::RegisterCudaIpcBufferRequest* req,
+                                     v1::RegisterCudaIpcBufferResponse* resp) override {
+    if (!g_kernel)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "start the floor with --kernel to register CUDA IPC buffers");
+    std::string id;
+    if (std::string err = FloorOpenIpc(req->ipc_handle(), req->byte_size(), &id); !err.empty())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, err);
+    resp->set_buffer_id(id);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status UnregisterBuffer(grpc::ServerContext*, const v1::UnregisterBufferRequest* req,
+                                v1::UnregisterBufferResponse*) override {
+    return FloorCloseIpc(req->buffer_id())
+               ? grpc::Status::OK
+               : grpc::Status(grpc::StatusCode::NOT_FOUND, "no buffer " + req->buffer_id());
   }
 };
 
@@ -159,6 +198,7 @@ int Main(int argc, char** argv) {
 
   SyncEcho sync_service;
   CallbackEcho callback_service;
+  FloorBuffers buffers;
   grpc::ServerBuilder b;
   b.SetMaxReceiveMessageSize(256 << 20);
   b.SetMaxSendMessageSize(256 << 20);
@@ -172,6 +212,7 @@ int Main(int argc, char** argv) {
   } else {
     b.RegisterService(&callback_service);
   }
+  b.RegisterService(&buffers);
   std::vector<int> ports(listen.size());
   for (size_t i = 0; i < listen.size(); ++i)
     b.AddListeningPort(listen[i], grpc::InsecureServerCredentials(), &ports[i]);

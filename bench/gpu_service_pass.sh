@@ -4,8 +4,10 @@
 # kerneld beside the echo floor (bench/perf_compare.sh, same run), then
 # scale on 4096 float16 in a registered CUDA IPC buffer under kernelctl
 # perf (the issue's headline shape), with and without --adaptive_spin_us.
+# Then the same shape beside the echo floor started with --kernel (it
+# registers the same allocation and scales it), and completion_bench.
 # SKIP_TESTS=1 / SKIP_COMPARE=1 leave out the first two parts (to fit one
-# call beside another pass). Logs under $OUT; a short table last.
+# call beside another pass); SKIP_IPC_LOOP=1 the flag A/B loop. Logs under $OUT; a short table last.
 set -uo pipefail
 B=${BUNDLE:-.device/kerneld}
 OUT=${OUT:-gpu-logs}
@@ -25,7 +27,20 @@ done
   WINDOW_MS=${WINDOW_MS:-300} MAX_WINDOWS=${MAX_WINDOWS:-6} \
   timeout 400 bench/perf_compare.sh >"$OUT/perf_compare.txt" 2>&1
 summary+=("$(printf '%-28s %s' "perf_compare" "rc=$?")")
-for flags in "${KERNELD_FLAGS:-}" "${KERNELD_FLAGS:-} --adaptive_spin_us=200"; do
+# The issue's headline shape beside its own floor: the echo floor started
+# with --kernel registers the same CUDA IPC allocation and scales it on the
+# GPU (launch + synchronize per request), so kerneld / floor is the price of
+# everything kerneld adds to a GPU request.
+[[ ${SKIP_COMPARE:-0} == 1 ]] || KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor \
+  WINDOW_MS=${WINDOW_MS:-300} MAX_WINDOWS=${MAX_WINDOWS:-6} FLOOR_FLAGS=--kernel JSON_DIR="$OUT/ipc_json" \
+  REQUEST="--backend cuda --via ipc --dtype float16 --shape 4096" \
+  timeout 400 bench/perf_compare.sh >"$OUT/perf_compare_ipc.txt" 2>&1
+summary+=("$(printf '%-28s %s' "perf_compare (ipc)" "rc=$?")")
+# Launch-to-done of the same kernel with no server: ways of waiting.
+timeout 60 "$B/bench/completion_bench" 150 3000 >"$OUT/completion_bench.txt" 2>&1
+summary+=("$(printf '%-28s %s' "completion_bench" "rc=$?")")
+[[ ${SKIP_IPC_LOOP:-0} == 1 ]] && ipc_flag_sets=() || ipc_flag_sets=("${KERNELD_FLAGS:-}" "${KERNELD_FLAGS:-} --adaptive_spin_us=200")
+for flags in "${ipc_flag_sets[@]}"; do
   rm -f /tmp/kready /tmp/kerneld.sock
   "$B/bin/kerneld" --listen 127.0.0.1:0 --listen unix:/tmp/kerneld.sock --metrics_listen off \
     --ready_file /tmp/kready $flags >"$OUT/kerneld_ipc.log" 2>&1 &
@@ -46,5 +61,7 @@ for flags in "${KERNELD_FLAGS:-}" "${KERNELD_FLAGS:-} --adaptive_spin_us=200"; d
   kill -TERM $KPID; wait $KPID
 done
 echo "===== perf_compare (kerneld / floor) ====="; tail -40 "$OUT/perf_compare.txt"
-echo "===== scale 4096 float16, CUDA IPC ====="; cat "$OUT/perf_ipc.txt"
+echo "===== scale 4096 float16, CUDA IPC, kerneld / floor --kernel ====="; tail -40 "$OUT/perf_compare_ipc.txt"
+echo "===== completion_bench ====="; cat "$OUT/completion_bench.txt"
+echo "===== scale 4096 float16, CUDA IPC ====="; cat "$OUT/perf_ipc.txt" 2>/dev/null
 echo "===== summary ====="; printf '%s\n' "${summary[@]}"

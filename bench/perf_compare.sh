@@ -12,6 +12,10 @@
 # FLOORS ("sync callback"), TRANSPORTS ("tcp unix"), MODES ("unary stream"),
 # KERNELD_FLAGS (extra daemon flags, e.g. --worker_spin_us=1000),
 # PERF_FLAGS (extra kernelctl perf flags, e.g. "--via shm"),
+# REQUEST (the request's flags; default "--dtype float32 --shape 16"; the
+# issue's GPU shape: "--backend cuda --via ipc --dtype float16 --shape 4096"
+# with FLOOR_FLAGS=--kernel, so the floor scales the same registered buffer),
+# FLOOR_FLAGS (extra floor flags, e.g. --kernel),
 # JSON_DIR (keep the JSON records there; default: a temporary directory).
 set -euo pipefail
 
@@ -61,7 +65,8 @@ pids+=($!)
 declare -A tcp
 tcp[kerneld]=$(ready_tcp "$dir/kerneld.ready")
 for f in $floors; do
-  "$floor" --mode "$f" --listen 127.0.0.1:0 --listen "unix:$dir/floor-$f.sock" \
+  # shellcheck disable=SC2086
+  "$floor" --mode "$f" ${FLOOR_FLAGS:-} --listen 127.0.0.1:0 --listen "unix:$dir/floor-$f.sock" \
     --ready_file "$dir/floor-$f.ready" 2>"$dir/floor-$f.log" &
   pids+=($!)
   tcp[$f]=$(ready_tcp "$dir/floor-$f.ready")
@@ -76,7 +81,7 @@ for t in $transports; do
       echo
       echo "## $t, $m, floor: $f"
       # shellcheck disable=SC2086
-      "$kernelctl" --target "$k" perf scale --dtype float32 --shape 16 --attr factor=2 \
+      "$kernelctl" --target "$k" perf scale ${REQUEST:---dtype float32 --shape 16} --attr factor=2 \
         --mode "$m" --concurrency "$levels" --window-ms "$window_ms" --max-windows "$max_windows" \
         --compare-floor "$fl" --json "$json_dir/$t-$m-$f.json" ${PERF_FLAGS:-}
     done

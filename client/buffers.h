@@ -43,7 +43,8 @@ class SharedBuffer {
 // POSIX shared memory registered with RegisterSharedMemory.
 class SharedMemoryBuffer : public SharedBuffer {
  public:
-  SharedMemoryBuffer(KernelClient& c, uint64_t size, uint32_t lease_seconds = 0, const std::string& name = "");
+  SharedMemoryBuffer(KernelClient& c, uint64_t size, uint32_t lease_seconds = 0,
+                     const std::string& name = "");
   ~SharedMemoryBuffer() override;
   char* data() const { return static_cast<char*>(map_); }
   const std::string& shm_name() const { return shm_name_; }
@@ -58,9 +59,14 @@ class SharedMemoryBuffer : public SharedBuffer {
 class CudaIpcBuffer : public SharedBuffer {
  public:
   // device: CUDA ordinal in this process; the server is told the UUID.
-  CudaIpcBuffer(KernelClient& c, int device, uint64_t size, uint32_t lease_seconds = 0, const std::string& name = "");
+  CudaIpcBuffer(KernelClient& c, int device, uint64_t size, uint32_t lease_seconds = 0,
+                const std::string& name = "");
   ~CudaIpcBuffer() override;
   void* data() const { return ptr_; }
+  // Registers the same allocation with another server (the echo floor of
+  // `kernelctl perf --compare-floor`); *id is its buffer id there.
+  grpc::Status RegisterAt(KernelClient& server, const std::string& name, uint32_t lease_seconds,
+                          std::string* id) const;
 
  private:
   void* ptr_ = nullptr;
@@ -70,7 +76,8 @@ class CudaIpcBuffer : public SharedBuffer {
 // Server-owned device memory (AllocateBuffer), opened here through its handle.
 class ServerBuffer : public SharedBuffer {
  public:
-  ServerBuffer(KernelClient& c, int device, uint64_t size, uint32_t lease_seconds = 0, const std::string& name = "");
+  ServerBuffer(KernelClient& c, int device, uint64_t size, uint32_t lease_seconds = 0,
+               const std::string& name = "");
   ~ServerBuffer() override;
   void* data() const { return ptr_; }
 

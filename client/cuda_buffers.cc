@@ -13,8 +13,10 @@ std::string CudaDeviceUuid(int device) {
   if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "";
   const auto* b = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  std::snprintf(buf, sizeof buf,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
   return buf;
 }
 
@@ -24,28 +26,32 @@ CudaIpcBuffer::CudaIpcBuffer(KernelClient& c, int device, uint64_t size, uint32_
   cudaSetDevice(device);
   if (cudaError_t e = cudaMalloc(&ptr_, size); e != cudaSuccess) {
     ptr_ = nullptr;
-    status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string("cudaMalloc: ") + cudaGetErrorString(e));
+    status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           std::string("cudaMalloc: ") + cudaGetErrorString(e));
     return;
   }
+  status_ = RegisterAt(c, name, lease_seconds, &id_);
+  registered_ = status_.ok();
+}
+
+grpc::Status CudaIpcBuffer::RegisterAt(KernelClient& server, const std::string& name,
+                                       uint32_t lease_seconds, std::string* id) const {
   cudaIpcMemHandle_t h;
-  if (cudaError_t e = cudaIpcGetMemHandle(&h, ptr_); e != cudaSuccess) {
-    status_ = grpc::Status(grpc::StatusCode::INTERNAL, std::string("cudaIpcGetMemHandle: ") + cudaGetErrorString(e));
-    return;
-  }
-  auto stub = v1::BufferService::NewStub(client_.channel());
+  if (cudaError_t e = cudaIpcGetMemHandle(&h, ptr_); e != cudaSuccess)
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        std::string("cudaIpcGetMemHandle: ") + cudaGetErrorString(e));
+  auto stub = v1::BufferService::NewStub(server.channel());
   grpc::ClientContext ctx;
   v1::RegisterCudaIpcBufferRequest req;
   req.set_ipc_handle(std::string(reinterpret_cast<const char*>(&h), sizeof h));
-  req.set_device_uuid(CudaDeviceUuid(device));
-  req.set_byte_size(size);
+  req.set_device_uuid(CudaDeviceUuid(device_));
+  req.set_byte_size(size_);
   req.set_name(name);
   req.set_lease_seconds(lease_seconds);
   v1::RegisterCudaIpcBufferResponse resp;
-  status_ = stub->RegisterCudaIpcBuffer(&ctx, req, &resp);
-  if (status_.ok()) {
-    id_ = resp.buffer_id();
-    registered_ = true;
-  }
+  grpc::Status st = stub->RegisterCudaIpcBuffer(&ctx, req, &resp);
+  if (st.ok()) *id = resp.buffer_id();
+  return st;
 }
 
 CudaIpcBuffer::~CudaIpcBuffer() {
@@ -56,7 +62,8 @@ CudaIpcBuffer::~CudaIpcBuffer() {
   }
 }
 
-ServerBuffer::ServerBuffer(KernelClient& c, int device, uint64_t size, uint32_t lease_seconds, const std::string& name)
+ServerBuffer::ServerBuffer(KernelClient& c, int device, uint64_t size, uint32_t lease_seconds,
+                           const std::string& name)
     : SharedBuffer(c, size), device_(device) {
   auto stub = v1::BufferService::NewStub(client_.channel());
   grpc::ClientContext ctx;
@@ -73,9 +80,11 @@ ServerBuffer::ServerBuffer(KernelClient& c, int device, uint64_t size, uint32_t 
   cudaSetDevice(device);
   cudaIpcMemHandle_t h;
   std::memcpy(&h, resp.ipc_handle().data(), sizeof h);
-  if (cudaError_t e = cudaIpcOpenMemHandle(&ptr_, h, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess) {
+  if (cudaError_t e = cudaIpcOpenMemHandle(&ptr_, h, cudaIpcMemLazyEnablePeerAccess);
+      e != cudaSuccess) {
     ptr_ = nullptr;
-    status_ = grpc::Status(grpc::StatusCode::INTERNAL, std::string("cudaIpcOpenMemHandle: ") + cudaGetErrorString(e));
+    status_ = grpc::Status(grpc::StatusCode::INTERNAL,
+                           std::string("cudaIpcOpenMemHandle: ") + cudaGetErrorString(e));
   }
 }
 

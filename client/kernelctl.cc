@@ -97,7 +97,9 @@ commands:
                                windows in a row agree within 10% in throughput and p50
       --max-windows N          at most N windows per level (default 10)
       --compare-floor ADDR     run each level against the floor server at ADDR too
-                               (bench/echo_floor_server) and print kerneld / floor ratios
+                               (bench/echo_floor_server) and print kerneld / floor ratios;
+                               with --via ipc the buffer is registered there too, and a
+                               floor started with --kernel scales it on the GPU
       --json FILE              write one JSON record per level and target
 )";
 
@@ -555,6 +557,35 @@ int Perf(KernelClient& c, const std::string& target, const std::string& op,
   o.json_path = Flag(args, "--json", "");
   Prepared p;
   if (int rc = PrepareRequest(c, op, args, &p); rc >= 0) return rc;
+    // --via ipc: the floor (--kernel) runs its kernel on the same memory, so
+    // the allocation is registered there too and the floor's request names it
+    // by the floor's id. Other buffers go to the floor as they are: it echoes
+    // their references without touching the memory.
+#ifdef KERNELD_WITH_CUDA
+  if (!o.floor_target.empty() && p.via == "ipc") {
+    KernelClient floor(o.floor_target, c.options());
+    std::string floor_id;
+    const auto* ipc = static_cast<const CudaIpcBuffer*>(p.buf.get());
+    if (grpc::Status st = ipc->RegisterAt(floor, "kernelctl perf", 0, &floor_id); !st.ok()) {
+      std::fprintf(stderr, "kernelctl perf: registering the buffer with the floor at %s: %s\n",
+                   o.floor_target.c_str(), st.error_message().c_str());
+      return 1;
+    }
+    v1::ExecuteRequest floor_req = p.req;
+    for (auto* m : {floor_req.mutable_inputs(), floor_req.mutable_outputs()})
+      for (auto& [name, t] : *m)
+        if (t.has_buffer() && t.buffer().buffer_id() == ipc->id())
+          t.mutable_buffer()->set_buffer_id(floor_id);
+    const int rc = RunPerf(o, p.req, &floor_req);
+    auto stub = v1::BufferService::NewStub(floor.channel());
+    grpc::ClientContext ctx;
+    v1::UnregisterBufferRequest ureq;
+    ureq.set_buffer_id(floor_id);
+    v1::UnregisterBufferResponse uresp;
+    stub->UnregisterBuffer(&ctx, ureq, &uresp);
+    return rc;
+  }
+#endif
   return RunPerf(o, p.req);
 }
 

@@ -506,7 +506,8 @@ bool ParsePositiveList(const std::string& text, std::vector<double>* out) {
   return !out->empty();
 }
 
-int RunPerf(const PerfOptions& o, const v1::ExecuteRequest& req) {
+int RunPerf(const PerfOptions& o, const v1::ExecuteRequest& req,
+            const v1::ExecuteRequest* floor_req) {
   const bool open_loop = !o.request_rates.empty();
   std::vector<double> loads = o.request_rates;
   if (!open_loop)
@@ -529,7 +530,9 @@ int RunPerf(const PerfOptions& o, const v1::ExecuteRequest& req) {
     PrintServer(k);
     std::unique_ptr<Level> f;
     if (!o.floor_target.empty()) {
-      f = std::make_unique<Level>(LevelRun(o, req, "floor", o.floor_target, open_loop, load).Run());
+      f = std::make_unique<Level>(
+          LevelRun(o, floor_req ? *floor_req : req, "floor", o.floor_target, open_loop, load)
+              .Run());
       if (f->unreachable) return 1;
       PrintLevel(*f);
       PrintRatio(k, *f);

@@ -40,6 +40,9 @@ bool ParsePositiveList(const std::string& text, std::vector<double>* out);
 // Runs every level (and the floor's, when set), prints a table on stdout and
 // a progress line on stderr, writes the JSON records. Returns the exit
 // status: 0, or 1 when any request failed or a target was unreachable.
-int RunPerf(const PerfOptions& opts, const v1::ExecuteRequest& req);
+// floor_req: what the floor is sent, when it differs from req (a buffer
+// registered there under another id); null: req.
+int RunPerf(const PerfOptions& opts, const v1::ExecuteRequest& req,
+            const v1::ExecuteRequest* floor_req = nullptr);
 
 }  // namespace kerneld::client

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "devices/pinned_pool.h"
 #include "kerneld/call.h"
 
@@ -142,7 +143,9 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   // each tensor at a 256-byte aligned offset.
   auto align = [](int64_t v) { return (v + 255) & ~int64_t{255}; };
   int64_t total = 0;
-  std::vector<int64_t> in_off(task.call.inputs.size(), -1), out_off(task.call.outputs.size(), -1);
+  // Inline storage: nothing allocated on a request's success path.
+  absl::InlinedVector<int64_t, 8> in_off(task.call.inputs.size(), -1),
+      out_off(task.call.outputs.size(), -1);
   for (size_t i = 0; i < task.call.inputs.size(); ++i)
     if (task.call.inputs[i].device.is_cpu()) {
       in_off[i] = total;

@@ -6,7 +6,9 @@
 #   2. runs the `gpu` tests (torch and cupy over CUDA IPC, out= in place,
 #      storage offsets, a freed and reallocated allocation, bfloat16, two
 #      client processes) against the CUDA daemon of the bundle;
-#   3. runs bench/bench_scale.py: Python p50 against kernelctl's on one daemon.
+#   3. runs bench/bench_scale.py: Python p50 against kernelctl's on one daemon;
+#   4. bench/profile_ipc.py: where the torch IPC call's time goes (cProfile,
+#      the server's own total beside the client's p50); SKIP_PROFILE=1 skips.
 # Needs the bundle (scripts/device_bundle): .device/kerneld, or the tarball
 # .device/kerneld.tar.gz, which is unpacked here. Logs go to $OUT.
 #
@@ -29,7 +31,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 rc=0
 echo "==== gpu tests"
-KERNELD_BIN=$PWD/$B/bin/kerneld timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider -rs \
+[[ ${SKIP_GPU_TESTS:-0} == 1 ]] || KERNELD_BIN=$PWD/$B/bin/kerneld timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider -rs \
   --junitxml="$OUT/gpu_pytest.xml" client/python/tests/test_gpu.py 2>&1 | tee "$OUT/gpu_pytest.log"
 rc=${PIPESTATUS[0]}
 
@@ -40,6 +42,10 @@ for _ in $(seq 300); do [[ -s /tmp/kpy-ready ]] && break; sleep 0.1; done
 T=$(awk '$1 == "grpc" && $2 !~ /^unix:/ {print $2}' /tmp/kpy-ready)
 timeout 150 python3 client/python/bench/bench_scale.py --target "$T" --kernelctl "$B/bin/kernelctl" \
   --repeat 3000 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
+echo "==== profile of the torch IPC path"
+[[ ${SKIP_PROFILE:-0} == 1 ]] || timeout 120 python3 client/python/bench/profile_ipc.py --target "$T" \
+  --calls 2000 >"$OUT/profile_ipc.txt" 2>&1
+grep -E "^rpc=|^pieces" "$OUT/profile_ipc.txt"
 kill $kpid 2>/dev/null; wait $kpid 2>/dev/null
 echo "gpu_pass: pytest rc=$rc"
 exit $rc
