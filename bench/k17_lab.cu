@@ -9,6 +9,9 @@
 //   add (float16, bfloat16): the production kernel (ops/add/cuda.cuh) against
 //     torch's layout (128-thread blocks, 1-4 vectors a thread, loads first,
 //     one block per block-work) and wider blocks, hints, a grid-stride form.
+//   softmax decode (float16 -> float32, 1-64 rows x 4k-128k): the production
+//     plan (per row or cluster split) against rows split over the whole GPU
+//     (every block resident, partials exchanged through global memory).
 // Each variant is checked against a float64 host reference (hashed random
 // inputs, output poisoned with NaN first; large shapes on sampled rows) and
 // timed beside a device-to-device copy of the same bytes and beside the
@@ -16,7 +19,7 @@
 // --reps (kernel_bench's method). One table: shape, variant, us, x copy,
 // x current, correct; plus registers, spill bytes and resident blocks/SM.
 //
-//   k17_lab [--reps N] [--ops rmsnorm,add] [--match S] [--skip S]
+//   k17_lab [--reps N] [--ops rmsnorm,add,softmax] [--match S] [--skip S]
 // (--match / --skip: only / not the variants whose name contains S)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,6 +39,7 @@
 #include "bench_cuda.cuh"
 #include "ops/add/cuda.cuh"
 #include "ops/rmsnorm/cuda.cuh"
+#include "ops/softmax/cuda.cuh"
 
 namespace kc = kerneld::cuda;
 
@@ -895,11 +899,243 @@ void RunAdd(cudaStream_t s, int reps, const std::vector<std::pair<int64_t, int64
   }
 }
 
+// ---------------------------------------------------------------- softmax decode variants
+
+// Decode softmax (float16 -> float32) over the whole GPU without clusters:
+// a row is split over B blocks (B x rows blocks, all resident at once: the
+// grid never exceeds the occupancy, so the spin below cannot deadlock).
+// Each block caches its chunk (kItems packs of 4 a thread, 256 threads),
+// reduces its (max, sum), publishes it to a global workspace, and waits on
+// the row's arrival counter; then every block merges the row's B partials
+// and writes its chunk. With 4 blocks an SM every SM reads at once, so the
+// read phase has the whole input in flight instead of a cluster's share.
+// The counters reset themselves: the last block of a row to pass the merge
+// zeroes them, after every block of the row has left the spin.
+constexpr int kSmThreads = 256;
+
+template <int kItems>
+__global__ void __launch_bounds__(kSmThreads, 4)
+    SoftmaxGrid(const __half* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t vocab,
+                int blocks_per_row, float scale, float2* ws, int* cnt, int* done) {
+  using P = Pack<__half, 4>;
+  __shared__ float red_m[kSmThreads / 32], red_s[kSmThreads / 32];
+  __shared__ float row_ms[2];
+  const int B = blocks_per_row;
+  const int64_t row = blockIdx.x / B;
+  const int part = blockIdx.x % B;
+  const int64_t units = vocab / 4;
+  const int64_t first = int64_t{part} * kSmThreads * kItems;  // in packs
+  const P* xr = reinterpret_cast<const P*>(x + row * vocab);
+  P c[kItems];
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = first + threadIdx.x + int64_t{k} * kSmThreads;
+    if (u < units) c[k] = xr[u];
+  }
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = first + threadIdx.x + int64_t{k} * kSmThreads;
+    if (u < units) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) m = fmaxf(m, __half2float(c[k].v[j]));
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (lane == 0) red_m[warp] = m;
+  __syncthreads();
+  m = lane < kSmThreads / 32 ? red_m[lane] : -INFINITY;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float s = 0.0f;
+  if (m != -INFINITY) {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int64_t u = first + threadIdx.x + int64_t{k} * kSmThreads;
+      if (u < units) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) s += __expf((__half2float(c[k].v[j]) - m) * scale);
+      }
+    }
+  }
+  s = WarpSum(s);
+  if (lane == 0) red_s[warp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float bs = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSmThreads / 32; ++i) bs += red_s[i];
+    __stcg(&ws[row * B + part], make_float2(m, bs));
+    __threadfence();
+    atomicAdd(&cnt[row], 1);
+    while (*reinterpret_cast<volatile int*>(&cnt[row]) < B) {
+    }
+    __threadfence();
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float gm = -INFINITY, gs = 0.0f;
+    for (int i = lane; i < B; i += 32) {
+      const float2 p = __ldcg(&ws[row * B + i]);
+      kc::softmax::Merge(gm, gs, p.x, p.y, scale);
+    }
+    kc::softmax::WarpMerge(gm, gs, scale);
+    if (lane == 0) {
+      row_ms[0] = gm;
+      row_ms[1] = 1.0f / gs;
+      if (atomicAdd(&done[row], 1) == B - 1) {
+        cnt[row] = 0;
+        done[row] = 0;
+      }
+    }
+  }
+  __syncthreads();
+  const float gm = row_ms[0], inv = row_ms[1];
+  float* yr = y + row * vocab;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = first + threadIdx.x + int64_t{k} * kSmThreads;
+    if (u < units) {
+      float4 o;
+      o.x = __expf((__half2float(c[k].v[0]) - gm) * scale) * inv;
+      o.y = __expf((__half2float(c[k].v[1]) - gm) * scale) * inv;
+      o.z = __expf((__half2float(c[k].v[2]) - gm) * scale) * inv;
+      o.w = __expf((__half2float(c[k].v[3]) - gm) * scale) * inv;
+      *reinterpret_cast<float4*>(yr + u * 4) = o;
+    }
+  }
+}
+
+struct SmWorkspace {
+  float2* ws = nullptr;
+  int* cnt = nullptr;  // [rows] arrivals, then [rows] done
+  int64_t max_partials = 0, max_rows = 0;
+};
+SmWorkspace g_smws;
+
+// kItems packs a thread; 0 when the grid would not be resident at once or
+// the rows are not 4-element packs (then not applicable).
+template <int kItems>
+bool SoftmaxGridRun(const __half* x, float* y, int64_t rows, int64_t vocab, cudaStream_t s,
+                    FuncInfo* out) {
+  if (vocab % 4 != 0) return false;
+  auto kern = SoftmaxGrid<kItems>;
+  static const FuncInfo fi = Info(kern, kSmThreads);
+  *out = fi;
+  const int64_t per_block = int64_t{kSmThreads} * kItems * 4;
+  const int64_t B = (vocab + per_block - 1) / per_block;
+  if (rows * B > int64_t{fi.occ} * g_sms) return false;  // could deadlock: not all resident
+  if (rows * B > g_smws.max_partials || rows > g_smws.max_rows) return false;
+  kern<<<static_cast<unsigned>(rows * B), kSmThreads, 0, s>>>(
+      x, y, rows, vocab, static_cast<int>(B), 1.0f, g_smws.ws, g_smws.cnt,
+      g_smws.cnt + g_smws.max_rows);
+  return LaunchOk();
+}
+
+struct SmVariant {
+  const char* name;
+  bool (*fn)(const __half*, float*, int64_t, int64_t, cudaStream_t, FuncInfo*);
+};
+
+std::vector<SmVariant> SmVariants() {
+  return {{"grid i1", &SoftmaxGridRun<1>},   {"grid i2", &SoftmaxGridRun<2>},
+          {"grid i4", &SoftmaxGridRun<4>},   {"grid i8", &SoftmaxGridRun<8>},
+          {"grid i16", &SoftmaxGridRun<16>}, {"grid i32", &SoftmaxGridRun<32>}};
+}
+
+// float64 softmax of every row; NaN and out-of-tolerance elements count.
+int64_t SmCheck(const __half* dx, const float* dy, int64_t rows, int64_t vocab, double* max_err) {
+  std::vector<__half> hx(static_cast<size_t>(rows * vocab));
+  std::vector<float> hy(static_cast<size_t>(rows * vocab));
+  CK(cudaMemcpy(hx.data(), dx, hx.size() * sizeof(__half), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const __half* xr = hx.data() + r * vocab;
+    const float* yr = hy.data() + r * vocab;
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) m = std::max(m, HostF(xr[j]));
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(HostF(xr[j]) - m);
+    for (int64_t j = 0; j < vocab; ++j) {
+      const double ref = std::exp(HostF(xr[j]) - m) / sum;
+      const double err = std::fabs(static_cast<double>(yr[j]) - ref);
+      if (!(err <= 1e-4 * ref + 1e-10)) ++bad;
+      if (!(err <= *max_err)) *max_err = std::isnan(err) ? INFINITY : err;
+    }
+  }
+  return bad;
+}
+
+void RunSoftmax(cudaStream_t s, int reps, const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                bool timed) {
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const kc::softmax::DeviceCaps dev{0, prop.major * 10 + prop.minor, prop.multiProcessorCount};
+  const auto vars = SmVariants();
+  for (auto [rows, vocab] : shapes) {
+    const int64_t n = rows * vocab;
+    __half* x;
+    float* y;
+    CK(cudaMalloc(&x, n * sizeof(__half)));
+    CK(cudaMalloc(&y, n * sizeof(float)));
+    FillDev(x, n, 5u, -8.0f, 8.0f, s);
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(vocab);
+    const size_t bytes = static_cast<size_t>(n) * 6;
+    double copy_us = 0;
+    void *ca = nullptr, *cb = nullptr;
+    if (timed) {
+      CK(cudaMalloc(&ca, bytes / 2));
+      CK(cudaMalloc(&cb, bytes / 2));
+      copy_us = MedianUs(
+          s, reps, [&] { CK(cudaMemcpyAsync(cb, ca, bytes / 2, cudaMemcpyDeviceToDevice, s)); });
+      PrintRow("softmax", "f16>f32", shape, "copy", copy_us, copy_us, 0, "-", nullptr);
+    }
+    double cur_us = 0;
+    {
+      CK(cudaMemsetAsync(y, 0xff, n * sizeof(float), s));
+      CK((kc::softmax::Softmax<__half, float>(x, y, rows, vocab, 1.0f, dev, s)));
+      CK(cudaStreamSynchronize(s));
+      double me = 0;
+      const int64_t bad = SmCheck(x, y, rows, vocab, &me);
+      if (timed)
+        cur_us = MedianUs(s, reps, [&] {
+          CK((kc::softmax::Softmax<__half, float>(x, y, rows, vocab, 1.0f, dev, s)));
+        });
+      PrintRow("softmax", "f16>f32", shape, "current", timed ? cur_us : 1, timed ? copy_us : 1,
+               timed ? cur_us : 0, bad ? "NO" : "yes", nullptr);
+      if (bad)
+        std::printf("  current: %lld bad elements, max err %g\n", static_cast<long long>(bad), me);
+    }
+    for (const auto& v : vars) {
+      if (!Selected(v.name)) continue;
+      CK(cudaMemsetAsync(y, 0xff, n * sizeof(float), s));
+      FuncInfo fi;
+      if (!v.fn(x, y, rows, vocab, s, &fi)) continue;
+      CK(cudaStreamSynchronize(s));
+      double me = 0;
+      const int64_t bad = SmCheck(x, y, rows, vocab, &me);
+      double us = 0;
+      if (timed) us = MedianUs(s, reps, [&] { v.fn(x, y, rows, vocab, s, &fi); });
+      PrintRow("softmax", "f16>f32", shape, v.name, timed ? us : 1, timed ? copy_us : 1,
+               timed ? cur_us : 0, bad ? "NO" : "yes", &fi);
+      if (bad)
+        std::printf("  %s: %lld bad elements, max err %g\n", v.name, static_cast<long long>(bad),
+                    me);
+    }
+    cudaFree(ca);
+    cudaFree(cb);
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 30;
-  bool do_rms = true, do_add = true;
+  bool do_rms = true, do_add = true, do_sm = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
@@ -907,13 +1143,14 @@ int main(int argc, char** argv) {
       const std::string l = argv[++i];
       do_rms = l.find("rmsnorm") != std::string::npos;
       do_add = l.find("add") != std::string::npos;
+      do_sm = l.find("softmax") != std::string::npos;
     } else if (!std::strcmp(argv[i], "--match") && i + 1 < argc) {
       g_match = argv[++i];
     } else if (!std::strcmp(argv[i], "--skip") && i + 1 < argc) {
       g_skip = argv[++i];
     } else {
-      std::fprintf(stderr,
-                   "usage: k17_lab [--reps N] [--ops rmsnorm,add] [--match S] [--skip S]\n");
+      std::fprintf(
+          stderr, "usage: k17_lab [--reps N] [--ops rmsnorm,add,softmax] [--match S] [--skip S]\n");
       return 2;
     }
   }
@@ -950,6 +1187,19 @@ int main(int argc, char** argv) {
     RunAdd<__half>(s, reps, add_tails, false);
     RunAdd<__nv_bfloat16>(s, reps, add_tails, false);
   }
+  // Softmax decode: the workspace for the grid variants' partials and
+  // counters (zeroed once; the kernel leaves its counters at zero).
+  const std::vector<std::pair<int64_t, int64_t>> sm_tails = {{1, 4100}, {3, 50000}, {1, 1000}};
+  const std::vector<std::pair<int64_t, int64_t>> sm_timed = {
+      {1, 32000}, {16, 32768}, {64, 50000}, {1, 128256}, {16, 128256}, {64, 128256}, {16, 4096}};
+  if (do_sm) {
+    g_smws.max_rows = 256;
+    g_smws.max_partials = 8 * int64_t{g_sms} * 16;
+    CK(cudaMalloc(&g_smws.ws, g_smws.max_partials * sizeof(float2)));
+    CK(cudaMalloc(&g_smws.cnt, 2 * g_smws.max_rows * sizeof(int)));
+    CK(cudaMemset(g_smws.cnt, 0, 2 * g_smws.max_rows * sizeof(int)));
+    RunSoftmax(s, reps, sm_tails, false);
+  }
   std::printf("correctness at tail shapes: %d runs checked, %d failed\n", g_checked, g_failed);
   std::printf("\n== timed shapes ==\n");
   g_timed = true;
@@ -962,6 +1212,7 @@ int main(int argc, char** argv) {
     RunAdd<__half>(s, reps, add_timed, true);
     RunAdd<__nv_bfloat16>(s, reps, add_timed, true);
   }
+  if (do_sm) RunSoftmax(s, reps, sm_timed, true);
   PrintSummary();
   return 0;
 }

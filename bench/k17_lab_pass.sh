@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call for issue 17's remaining gaps (rmsnorm mid >= 0.95 x copy,
-# add >= 1.0 x torch): the variant sweep (.device/lab/k17_lab: each variant
-# and the production kernel checked against a float64 reference and timed
-# beside copy and beside production), then, when the bundle is carried,
+# add >= 1.0 x torch, softmax decode >= 0.90 x copy): the variant sweep
+# (.device/lab/k17_lab: each variant and the production kernel checked
+# against a float64 reference and timed beside copy and beside production),
+# then, when the bundle is carried,
 # torch eager and the production kernels at the same shapes in the same run
 # (bench/peers.py over the bundle's kernel_bench), so that a variant's ratio
 # to torch is (torch / current) x (x cur). Logs under $OUT; REPS (30).
@@ -16,15 +17,17 @@ if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
 fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-# Three processes, so that a variant that faults the context (an illegal
-# address ends the process) costs only its own part: add; rmsnorm without the
-# cp.async pipelines; the pipelines.
-parts=("add:--ops add" "rms:--ops rmsnorm --skip pipe" "pipe:--ops rmsnorm --match pipe")
+# One process a part, so that a variant that faults the context (an illegal
+# address ends the process, a spin that never ends its timeout) costs only
+# its own part: add; rmsnorm without the cp.async pipelines; the pipelines;
+# softmax decode (grid-wide split rows).
+parts=("add:--ops add" "rms:--ops rmsnorm --skip pipe" "pipe:--ops rmsnorm --match pipe"
+       "softmax:--ops softmax")
 if [[ -x .device/lab/k17_lab ]]; then
   for p in "${parts[@]}"; do
     name=${p%%:*}
     # shellcheck disable=SC2086  # the part's options split on purpose
-    timeout 90 .device/lab/k17_lab --reps "${REPS:-30}" ${p#*:} >"$OUT/k17_lab_$name.txt" 2>&1
+    timeout 60 .device/lab/k17_lab --reps "${REPS:-30}" ${p#*:} >"$OUT/k17_lab_$name.txt" 2>&1
     echo "k17_lab $name rc=$?"
   done
 else
