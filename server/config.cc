@@ -85,6 +85,10 @@ std::string FlagsHelp() {
   --adaptive_spin_us=N   an idle device thread polls up to N us, but only while tasks
                          arrived within the last 8 x N us: no CPU spent when the daemon
                          is idle (0: off)
+  --gpu_timing=T         what a GPU request's execute time measures: host (default), the
+                         worker's span from the launch call to seeing the work done, or
+                         events, the GPU's own time between CUDA timing events around the
+                         launch (costs a small request ~4 us and more at the tail)
   --inline_max_kb=N      a request whose tensors total at most N KiB runs on the gRPC
                          thread that received it when its device's queue is empty and
                          a worker slot is free, saving the hand-off (default 64; -1: never)
@@ -197,6 +201,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          return ParseInt(v, &cfg->adaptive_spin_us) && cfg->adaptive_spin_us >= 0 &&
                 cfg->adaptive_spin_us <= 100000;
+       }},
+      {"gpu_timing",
+       [&](const std::string& v) {
+         cfg->gpu_timing = v;
+         return v == "host" || v == "events";
        }},
       {"inline_max_kb",
        [&](const std::string& v) {

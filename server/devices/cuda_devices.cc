@@ -14,9 +14,9 @@ std::string UuidString(const cudaUUID_t& u) {
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
   char buf[64];
   std::snprintf(buf, sizeof buf,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-                b[13], b[14], b[15]);
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
   return buf;
 }
 }  // namespace
@@ -28,9 +28,11 @@ void DiscoverCudaDevices(const Config& cfg, std::vector<std::unique_ptr<DeviceWo
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    v->status = v->driver == 0
-                    ? std::string("no NVIDIA driver found (libcuda.so.1 is not loadable); serving from the CPU")
-                    : std::string("no usable GPU: cudaGetDeviceCount: ") + cudaGetErrorString(e);
+    v->status =
+        v->driver == 0
+            ? std::string(
+                  "no NVIDIA driver found (libcuda.so.1 is not loadable); serving from the CPU")
+            : std::string("no usable GPU: cudaGetDeviceCount: ") + cudaGetErrorString(e);
     cudaGetLastError();
     return;
   }
@@ -50,7 +52,8 @@ void DiscoverCudaDevices(const Config& cfg, std::vector<std::unique_ptr<DeviceWo
     d.sm_count = p.multiProcessorCount;
     d.total_memory = static_cast<int64_t>(p.totalGlobalMem);
     d.l2_bytes = p.l2CacheSize;
-    out->push_back(std::make_unique<CudaWorker>(d, /*streams=*/4, cfg.queue_capacity));
+    out->push_back(std::make_unique<CudaWorker>(d, /*streams=*/4, cfg.queue_capacity,
+                                                cfg.gpu_timing == "events"));
   }
 }
 

@@ -1,5 +1,5 @@
 // A CUDA device: one worker thread per stream, pooled device and pinned
-// memory, CUDA-event timing and sticky-error health tracking.
+// memory, completion by polling an event, and sticky-error health tracking.
 #pragma once
 
 #include <atomic>
@@ -16,7 +16,11 @@ class PinnedPool;
 // final: its constructor starts threads that call the virtual ThreadStart.
 class CudaWorker final : public DeviceWorker {
  public:
-  CudaWorker(DeviceInfo info, int streams, int capacity);
+  // event_timing: execute_ns from CUDA timing events around the launch (the
+  // kernel's own GPU time) instead of the host's launch-to-completion span;
+  // the events cost a small request ~4 us and the tail more (--gpu_timing,
+  // docs/performance.md).
+  CudaWorker(DeviceInfo info, int streams, int capacity, bool event_timing = false);
   ~CudaWorker() override;
 
   bool healthy() const override { return healthy_.load(); }
@@ -36,6 +40,7 @@ class CudaWorker final : public DeviceWorker {
   std::mutex reason_mu_;
   std::string unhealthy_reason_;  // guarded by reason_mu_
   std::unique_ptr<PinnedPool> pinned_;
+  const bool event_timing_;
 };
 
 }  // namespace kerneld::server

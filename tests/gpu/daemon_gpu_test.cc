@@ -60,6 +60,37 @@ TEST_F(DaemonGpuTest, ServerSeesTheGpu) {
   EXPECT_GT(info.cuda_driver_version(), 0);
 }
 
+// --gpu_timing: by default a GPU request's execute_ns is the worker's own
+// span from the launch call to seeing the work done (no timing events on the
+// fast path); with --gpu_timing=events it is the GPU's time between CUDA
+// events, inside that span. Both keep the stages in order.
+void ExpectGpuTiming(const std::vector<std::string>& flags, bool host_span) {
+  Daemon d(flags);
+  ASSERT_TRUE(d.ok()) << d.Log();
+  for (int k = 0; k < 20; ++k) {
+    client::HostTensor x;
+    auto req = ScaleRequest(DType::kFloat16, {4096}, 2.0, &x);
+    req.set_backend("cuda");
+    v1::ExecuteResponse resp;
+    ASSERT_TRUE(d.client().Execute(req, &resp).ok());
+    ASSERT_EQ(resp.status().code(), 0) << resp.status().message();
+    const v1::ExecutionInfo& i = resp.info();
+    SCOPED_TRACE(i.DebugString());
+    EXPECT_EQ(i.backend(), "cuda");
+    EXPECT_GT(i.execute_ns(), 0);
+    EXPECT_LE(i.launched_ns(), i.kernel_done_ns());
+    EXPECT_LE(i.kernel_done_ns(), i.total_ns());
+    if (host_span) {
+      EXPECT_EQ(i.execute_ns(), i.kernel_done_ns() - i.launched_ns());
+    } else {
+      EXPECT_LE(i.execute_ns(), i.kernel_done_ns() - i.launched_ns() + 20000);
+    }
+  }
+}
+
+TEST(GpuTiming, HostSpanByDefault) { ExpectGpuTiming({}, true); }
+TEST(GpuTiming, CudaEventsOnRequest) { ExpectGpuTiming({"--gpu_timing=events"}, false); }
+
 TEST_F(DaemonGpuTest, EveryOpOnCudaMatchesCpu) {
   v1::ListKernelsResponse lk;
   ASSERT_TRUE(daemon_->client().ListKernels(&lk).ok());

@@ -1,0 +1,36 @@
+// The daemon's flag parser on flags that pick behaviour rather than sizes:
+// a value outside the set is refused with the flag's name, so a typo never
+// silently runs the default.
+#include "config.h"
+
+#include <gtest/gtest.h>
+
+namespace kerneld::server {
+namespace {
+
+std::string Parse(std::vector<const char*> args, Config* cfg) {
+  args.insert(args.begin(), "kerneld");
+  bool help = false;
+  return ParseFlags(static_cast<int>(args.size()), const_cast<char**>(args.data()), cfg, &help);
+}
+
+TEST(Config, GpuTimingIsHostByDefaultAndTakesEvents) {
+  Config d;
+  EXPECT_EQ(Parse({}, &d), "");
+  EXPECT_EQ(d.gpu_timing, "host");
+  Config e;
+  EXPECT_EQ(Parse({"--gpu_timing=events"}, &e), "");
+  EXPECT_EQ(e.gpu_timing, "events");
+  Config h;
+  EXPECT_EQ(Parse({"--gpu_timing", "host"}, &h), "");
+  EXPECT_EQ(h.gpu_timing, "host");
+}
+
+TEST(Config, GpuTimingRefusesOtherValuesByName) {
+  Config c;
+  const std::string err = Parse({"--gpu_timing=cupti"}, &c);
+  EXPECT_NE(err.find("gpu_timing"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace kerneld::server
