@@ -140,7 +140,9 @@ class Prepared:
 
         # Outputs we allocate (GPU inputs: on their device; shm: in the segment).
         inferred = {}
-        if schema is not None and (cuda_kind or via == "shm"):
+        # Nothing to infer when the caller placed every output (out=, or in place).
+        if schema is not None and (cuda_kind or via == "shm") and any(
+                o not in out_args and o not in schema.in_place_of for o in schema.outputs):
             inferred = schema.infer_outputs({n: a.shape for n, a in ins.items()},
                                             {n: a.dtype for n, a in ins.items()})
             key = self._learn_key(ins, req)

@@ -175,6 +175,22 @@ def test_freed_and_reallocated_at_the_same_address(gclient):
     assert seen_reuse, "torch never reused the address after empty_cache (5 tries)"
 
 
+def test_allocation_of_in_one_call_matches_one_attribute_a_call():
+    # allocation_of reads six attributes in one cuPointerGetAttributes; the
+    # one-by-one path (cuPointerGetAttribute) is the reference.
+    from kerneld import _cuda
+    big = torch.empty(1 << 20, device="cuda", dtype=torch.float16)
+    for t in (big, big[1000:], torch.empty(3, device="cuda")):
+        a = _cuda.allocation_of(t.data_ptr())
+        b = _cuda._allocation_of_one_by_one(_cuda.lib(), t.data_ptr())
+        assert (a.device, a.base, a.size, a.buffer_id, a.context) == \
+            (b.device, b.base, b.size, b.buffer_id, b.context)
+        assert a.base <= t.data_ptr() < a.base + a.size
+    host = np.zeros(16)
+    with pytest.raises(ValueError, match="not CUDA device memory"):
+        _cuda.allocation_of(host.ctypes.data)
+
+
 def test_registration_is_cached(gclient):
     x = torch.randn(4096, device="cuda", dtype=torch.float16)
     gclient.scale(x, factor=2.0)
