@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Issue 12's GPU request against its floor, daemon flags A/B, in one device
+# call over the bundle: for each set of kerneld flags in $VARIANTS (";"
+# separated; "" is the defaults) bench/perf_compare.sh runs scale on 4096
+# float16 in a registered CUDA IPC buffer (kernelctl perf --via ipc) beside
+# the echo floor started with --kernel (it scales the same buffer), TCP and
+# unix, unary and stream, at $LEVELS clients; then completion_bench. The
+# variants take turns in one run, so their ratios to the floor compare.
+# Logs in $OUT/fastpath.tar.gz (one file: a device call returns few); the
+# summary table of each variant last.
+#
+#   run(command="bench/fastpath_ab.sh", carry=[".device/kerneld.tar.gz"])
+#   VARIANTS=";--gpu_timing=events;--adaptive_spin_us=200" LEVELS=1,32 bench/fastpath_ab.sh
+set -uo pipefail
+B=${BUNDLE:-.device/kerneld}
+OUT=${OUT:-gpu-logs}
+if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
+  mkdir -p "$B" && tar xzf .device/kerneld.tar.gz -C "$B" --strip-components=1
+fi
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+logs=$(mktemp -d /tmp/fastpath-XXXXXX)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
+IFS=';' read -r -a variants <<<"${VARIANTS-;--gpu_timing=events}"
+i=0
+for v in "${variants[@]}"; do
+  i=$((i + 1))
+  KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor \
+    WINDOW_MS=${WINDOW_MS:-250} MAX_WINDOWS=${MAX_WINDOWS:-4} LEVELS=${LEVELS:-1,32} \
+    FLOORS=${FLOORS:-sync callback} FLOOR_FLAGS=--kernel KERNELD_FLAGS="$v" \
+    REQUEST="--backend cuda --via ipc --dtype float16 --shape 4096" JSON_DIR="$logs/json-$i" \
+    timeout 300 bench/perf_compare.sh >"$logs/variant-$i.txt" 2>&1
+  echo "variant $i '${v}': rc=$?" | tee -a "$logs/summary.txt"
+done
+timeout 60 "$B/bench/completion_bench" 150 3000 >"$logs/completion_bench.txt" 2>&1
+mkdir -p "$OUT"
+tar czf "$OUT/fastpath.tar.gz" -C "$logs" .
+i=0
+for v in "${variants[@]}"; do
+  i=$((i + 1))
+  echo "===== variant $i: kerneld flags '${v}' (kerneld / floor --kernel)"
+  sed -n '/^## kerneld \/ floor/,$p' "$logs/variant-$i.txt"
+  # The server's own stages at one client, per transport and mode.
+  awk '/^## /{h=$0; n=0; next} /server p50/ && n++ == 0 {sub(/^ +/, ""); print h " | " $0}' \
+    "$logs/variant-$i.txt" | cut -c1-230
+done
+echo "===== completion_bench"
+cat "$logs/completion_bench.txt"
+rm -rf "$logs"
