@@ -31,7 +31,23 @@ for v in "${variants[@]}"; do
     timeout 300 bench/perf_compare.sh >"$logs/variant-$i.txt" 2>&1
   echo "variant $i '${v}': rc=$?" | tee -a "$logs/summary.txt"
 done
-timeout 60 "$B/bench/completion_bench" 150 3000 >"$logs/completion_bench.txt" 2>&1
+timeout 90 "$B/bench/completion_bench" 150 3000 >"$logs/completion_bench.txt" 2>&1
+# The server's stages by where the tensors are (--via), one daemon, stream
+# ping-pong at one client: decode's share for each kind of reference.
+rm -f "$logs/k.ready"
+"$B/bin/kerneld" --listen 127.0.0.1:0 --metrics_listen off --ready_file "$logs/k.ready" \
+  >"$logs/via-kerneld.log" 2>&1 &
+kpid=$!
+for _ in $(seq 100); do [[ -s $logs/k.ready ]] && break; sleep 0.1; done
+T=$(awk '$1 == "grpc" {print $2; exit}' "$logs/k.ready")
+for via in ${VIAS-ipc server-buffer shm inline}; do
+  echo "== --via $via" >>"$logs/via.txt"
+  timeout 60 "$B/bin/kernelctl" --target "$T" perf scale --backend cuda --via "$via" --dtype float16 \
+    --shape 4096 --attr factor=2 --mode stream --concurrency 1 --window-ms 250 --max-windows 4 \
+    >>"$logs/via.txt" 2>&1
+done
+kill "$kpid"
+wait "$kpid" 2>/dev/null
 mkdir -p "$OUT"
 tar czf "$OUT/fastpath.tar.gz" -C "$logs" .
 i=0
@@ -43,6 +59,8 @@ for v in "${variants[@]}"; do
   awk '/^## /{h=$0; n=0; next} /server p50/ && n++ == 0 {sub(/^ +/, ""); print h " | " $0}' \
     "$logs/variant-$i.txt" | cut -c1-230
 done
+echo "===== stages by --via (stream, one client)"
+awk '/^== /{v=$0} /server p50/{sub(/^ +/, ""); print v " | " $0}' "$logs/via.txt" | cut -c1-200
 echo "===== completion_bench"
 cat "$logs/completion_bench.txt"
 rm -rf "$logs"
