@@ -1,14 +1,16 @@
 // Variant sweep for issue 17's remaining gaps, on its own: no kerneld
 // libraries (its own CMake target; scripts/device_bundle copies it to
 // .device/lab). Two ops:
-//   rmsnorm (float16, bfloat16): the production kernel (ops/rmsnorm/cuda.cuh)
-//     against variants that differ in threads a row, packs a thread, the
-//     occupancy the compiler must allow (__launch_bounds__ min blocks), where
-//     the weight is loaded, streaming cache hints, and a persistent form that
-//     loads the next row's x before it reduces and writes the current one.
-//   add (float16, bfloat16): the production kernel (ops/add/cuda.cuh) against
-//     torch's layout (128-thread blocks, 1-4 vectors a thread, loads first,
-//     one block per block-work) and wider blocks, hints, a grid-stride form.
+//   rmsnorm (float16, bfloat16; float32 with --dtypes): the production
+//     kernel (ops/rmsnorm/cuda.cuh) against variants that differ in threads
+//     a row, packs a thread, the occupancy the compiler must allow
+//     (__launch_bounds__ min blocks), where the weight is loaded, streaming
+//     cache hints, and a persistent form that loads the next row's x before
+//     it reduces and writes the current one.
+//   add (float16, bfloat16; float32 with --dtypes): the production kernel
+//     (ops/add/cuda.cuh) against torch's layout (128-thread blocks, 1-4
+//     vectors a thread, loads first, one block per block-work) and wider
+//     blocks, hints, a grid-stride form.
 //   softmax decode (float16 -> float32, 1-64 rows x 4k-128k): the production
 //     plan (per row or cluster split) against rows split over the whole GPU
 //     (every block resident, partials exchanged through global memory).
@@ -19,8 +21,10 @@
 // --reps (kernel_bench's method). One table: shape, variant, us, x copy,
 // x current, correct; plus registers, spill bytes and resident blocks/SM.
 //
-//   k17_lab [--reps N] [--ops rmsnorm,add,softmax] [--match S] [--skip S]
-// (--match / --skip: only / not the variants whose name contains S)
+//   k17_lab [--reps N] [--ops rmsnorm,add,softmax] [--dtypes float16,bfloat16,float32]
+//           [--match S] [--skip S]
+// (--match / --skip: only / not the variants whose name contains S;
+// --dtypes: the rmsnorm and add dtypes, float16,bfloat16 unless given)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -114,6 +118,10 @@ template <>
 double HostF<__nv_bfloat16>(__nv_bfloat16 v) {
   return static_cast<double>(__bfloat162float(v));
 }
+template <>
+double HostF<float>(float v) {
+  return static_cast<double>(v);
+}
 
 template <typename T>
 const char* DName();
@@ -125,12 +133,18 @@ template <>
 const char* DName<__nv_bfloat16>() {
   return "bfloat16";
 }
+template <>
+const char* DName<float>() {
+  return "float32";
+}
 
 // One ulp of the output near 1 (relative), and an absolute floor for values
 // near zero: the reference is exact, the kernel rounds once (<= 0.5 ulp)
-// after float32 arithmetic.
+// after float32 arithmetic. float32 outputs: the float32 sum of squares
+// and rsqrtf, well inside 1e-4.
 template <typename T>
 double RelTol() {
+  if constexpr (std::is_same_v<T, float>) return 1e-4;
   return std::is_same_v<T, __half> ? 1.0 / 1024 : 1.0 / 128;
 }
 template <typename T>
@@ -1136,6 +1150,7 @@ void RunSoftmax(cudaStream_t s, int reps, const std::vector<std::pair<int64_t, i
 int main(int argc, char** argv) {
   int reps = 30;
   bool do_rms = true, do_add = true, do_sm = true;
+  bool do_f16 = true, do_bf16 = true, do_f32 = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
@@ -1144,13 +1159,19 @@ int main(int argc, char** argv) {
       do_rms = l.find("rmsnorm") != std::string::npos;
       do_add = l.find("add") != std::string::npos;
       do_sm = l.find("softmax") != std::string::npos;
+    } else if (!std::strcmp(argv[i], "--dtypes") && i + 1 < argc) {
+      const std::string l = argv[++i];
+      do_f16 = l.find("float16") != std::string::npos;
+      do_bf16 = l.find("bfloat16") != std::string::npos;
+      do_f32 = l.find("float32") != std::string::npos;
     } else if (!std::strcmp(argv[i], "--match") && i + 1 < argc) {
       g_match = argv[++i];
     } else if (!std::strcmp(argv[i], "--skip") && i + 1 < argc) {
       g_skip = argv[++i];
     } else {
-      std::fprintf(
-          stderr, "usage: k17_lab [--reps N] [--ops rmsnorm,add,softmax] [--match S] [--skip S]\n");
+      std::fprintf(stderr,
+                   "usage: k17_lab [--reps N] [--ops rmsnorm,add,softmax] [--dtypes "
+                   "float16,bfloat16,float32] [--match S] [--skip S]\n");
       return 2;
     }
   }
@@ -1174,18 +1195,25 @@ int main(int argc, char** argv) {
                                                               {7, 1000}, {5, 8200}, {1000, 4096}};
   const std::vector<std::pair<int64_t, int64_t>> rms_timed = {
       {4096, 4096}, {16, 4096}, {1, 4096}, {64, 8192}, {32768, 8192}};
+  // float32 (--dtypes float32): the same bytes a row as float16 at half the
+  // hidden size, so hidden 2048 and 4096 are the float16 rows of 4096 and
+  // 8192 (512 and 1024 packs); 64 x 8192 is past the variants (current only).
+  const std::vector<std::pair<int64_t, int64_t>> rms_timed_f32 = {
+      {4096, 2048}, {16, 2048}, {4096, 4096}, {16, 4096}, {1, 4096}, {64, 4096}, {64, 8192}};
   const std::vector<std::pair<int64_t, int64_t>> add_tails = {{1, 127}, {1, 4097}, {3, 4104}};
   const std::vector<std::pair<int64_t, int64_t>> add_timed = {
       {16, 128256}, {4096, 4096}, {32768, 8192}, {1, 4096}};
 
   std::printf("\n== correctness at tail shapes (failures only) ==\n");
   if (do_rms) {
-    RunRms<__half>(s, reps, rms_tails, false);
-    RunRms<__nv_bfloat16>(s, reps, rms_tails, false);
+    if (do_f16) RunRms<__half>(s, reps, rms_tails, false);
+    if (do_bf16) RunRms<__nv_bfloat16>(s, reps, rms_tails, false);
+    if (do_f32) RunRms<float>(s, reps, rms_tails, false);
   }
   if (do_add) {
-    RunAdd<__half>(s, reps, add_tails, false);
-    RunAdd<__nv_bfloat16>(s, reps, add_tails, false);
+    if (do_f16) RunAdd<__half>(s, reps, add_tails, false);
+    if (do_bf16) RunAdd<__nv_bfloat16>(s, reps, add_tails, false);
+    if (do_f32) RunAdd<float>(s, reps, add_tails, false);
   }
   // Softmax decode: the workspace for the grid variants' partials and
   // counters (zeroed once; the kernel leaves its counters at zero).
@@ -1205,12 +1233,14 @@ int main(int argc, char** argv) {
   g_timed = true;
   PrintHeader();
   if (do_rms) {
-    RunRms<__half>(s, reps, rms_timed, true);
-    RunRms<__nv_bfloat16>(s, reps, rms_timed, true);
+    if (do_f16) RunRms<__half>(s, reps, rms_timed, true);
+    if (do_bf16) RunRms<__nv_bfloat16>(s, reps, rms_timed, true);
+    if (do_f32) RunRms<float>(s, reps, rms_timed_f32, true);
   }
   if (do_add) {
-    RunAdd<__half>(s, reps, add_timed, true);
-    RunAdd<__nv_bfloat16>(s, reps, add_timed, true);
+    if (do_f16) RunAdd<__half>(s, reps, add_timed, true);
+    if (do_bf16) RunAdd<__nv_bfloat16>(s, reps, add_timed, true);
+    if (do_f32) RunAdd<float>(s, reps, add_timed, true);
   }
   if (do_sm) RunSoftmax(s, reps, sm_timed, true);
   PrintSummary();

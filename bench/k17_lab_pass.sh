@@ -21,8 +21,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu
 # address ends the process, a spin that never ends its timeout) costs only
 # its own part: add; rmsnorm without the cp.async pipelines; the pipelines;
 # softmax decode (grid-wide split rows).
+# float32 rmsnorm and add are parts of their own (PARTS32=0 leaves them out).
 parts=("add:--ops add" "rms:--ops rmsnorm --skip pipe" "pipe:--ops rmsnorm --match pipe"
        "softmax:--ops softmax")
+if [[ ${PARTS32:-1} != 0 ]]; then
+  parts+=("add32:--ops add --dtypes float32" "rms32:--ops rmsnorm --skip pipe --dtypes float32")
+fi
 if [[ -x .device/lab/k17_lab ]]; then
   for p in "${parts[@]}"; do
     name=${p%%:*}

@@ -1,6 +1,7 @@
 // add on CUDA against the CPU implementation and the float64 reference:
-// dtypes x tail sizes, in place, misaligned views (the scalar head and tail
-// around the vector body), poisoned outputs.
+// dtypes x tail sizes (and the bench's 1 x 4096 and 16 x 128256), in place,
+// misaligned views (the scalar head and tail around the vector body),
+// poisoned outputs.
 #include "gpu_util.h"
 #include "row_op_inputs.h"
 
@@ -28,7 +29,8 @@ INSTANTIATE_TEST_SUITE_P(
     Sweep, AddGpuTest,
     ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
                        ::testing::Values(int64_t{1}, int64_t{7}, int64_t{127}, int64_t{128},
-                                         int64_t{4097}, int64_t{1} << 22, (int64_t{1} << 24) + 3),
+                                         int64_t{4096}, int64_t{4097}, int64_t{16} * 128256,
+                                         int64_t{1} << 22, (int64_t{1} << 24) + 3),
                        ::testing::Bool(), ::testing::Values(size_t{0}, size_t{1}, size_t{3})));
 
 }  // namespace

@@ -82,11 +82,33 @@ INSTANTIATE_TEST_SUITE_P(ManyRows, NormGpuTest,
                                             ::testing::Values(false), ::testing::Values(size_t{0})),
                          NormName);
 
+// rmsnorm's launch plans (ops/rmsnorm/cuda.cuh, RowPlanFor) by 16-byte
+// packs a row, float16 / bfloat16 (float32): 2048 is 256 packs, the shared
+// plan (512: 256 threads x 2, persistent); 2056 is 257 (514), a partial
+// second pack a thread; 4096 is 512 (1024); 4104 is 513 (1026, the shared
+// plan); 8192 is 1024 (2048, the shared plan); 8200 is 1025 (2050), the
+// shared plan. 1 and 16 rows take the few-rows plans; 1031 rows is at least
+// 4 rows an SM on any GPU up to 257 SMs (the 256 x 4 plan for 513-1024
+// packs) and more rows than the persistent grid, not a multiple of it, so
+// its blocks run one or two rows.
+INSTANTIATE_TEST_SUITE_P(
+    RmsNormPlans, NormGpuTest,
+    ::testing::Combine(::testing::Values(std::string("rmsnorm")), kDTypes,
+                       ::testing::Values(int64_t{1}, int64_t{16}, int64_t{1031}),
+                       ::testing::Values(int64_t{2048}, int64_t{2056}, int64_t{4096}, int64_t{4104},
+                                         int64_t{8192}, int64_t{8200}),
+                       ::testing::Bool(), ::testing::Values(size_t{0})),
+    NormName);
+
 TEST(NormGpu, GemmaWeightBiasAndEps) {
   const AttrMap attrs = {{"eps", 1e-2}, {"weight_bias", 1.0}};
   for (DType dt : FloatTypes()) {
     CheckNorm("rmsnorm", dt, {17, 2048}, false, 0, attrs);
     CheckNorm("fused_add_rmsnorm", dt, {17, 2048}, true, 1, attrs);
+    // weight_bias through each of rmsnorm's launch plans (RmsNormPlans).
+    for (const std::vector<int64_t>& shape :
+         std::vector<std::vector<int64_t>>{{17, 4096}, {17, 8192}, {1031, 4096}, {1031, 8192}})
+      CheckNorm("rmsnorm", dt, shape, false, 0, attrs);
   }
   for (DType dt : FloatTypes()) CheckNorm("layernorm", dt, {17, 2048}, true, 0, {{"eps", 1e-3}});
 }
@@ -99,8 +121,10 @@ TEST(NormGpu, LeadingDims) {
 TEST(NormGpu, EmptyIsANoOp) {
   std::mt19937_64 rng(1);
   for (const std::string& op : NormOps()) {
-    OpRun r = RunOnCuda(op, NormInputs(op, DType::kFloat16, {0, 64}, rng), {});
-    EXPECT_TRUE(r.status.ok()) << op << ": " << r.status.ToString();
+    for (int64_t h : {64, 4096, 8192}) {
+      OpRun r = RunOnCuda(op, NormInputs(op, DType::kFloat16, {0, h}, rng), {});
+      EXPECT_TRUE(r.status.ok()) << op << " h=" << h << ": " << r.status.ToString();
+    }
   }
 }
 
