@@ -85,6 +85,10 @@ std::string FlagsHelp() {
   --adaptive_spin_us=N   an idle device thread polls up to N us, but only while tasks
                          arrived within the last 8 x N us: no CPU spent when the daemon
                          is idle (0: off)
+  --grpc_api=API         callback (default): Execute and ExecuteStream on gRPC's callback
+                         API; sync: on its sync API, each call handled on the thread that
+                         polled it (lower latency at few clients; an open ExecuteStream
+                         holds a thread and runs its requests one at a time)
   --gpu_timing=T         what a GPU request's execute time measures: host (default), the
                          worker's span from the launch call to seeing the work done, or
                          events, the GPU's own time between CUDA timing events around the
@@ -201,6 +205,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          return ParseInt(v, &cfg->adaptive_spin_us) && cfg->adaptive_spin_us >= 0 &&
                 cfg->adaptive_spin_us <= 100000;
+       }},
+      {"grpc_api",
+       [&](const std::string& v) {
+         cfg->grpc_api = v;
+         return v == "callback" || v == "sync";
        }},
       {"gpu_timing",
        [&](const std::string& v) {

@@ -15,6 +15,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "auth/tls.h"
+#include "service/sync_service.h"
 
 namespace kerneld::server {
 
@@ -95,7 +96,11 @@ std::string Daemon::Start() {
   runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(), trace_.get());
   buffer_service_ = std::make_unique<BufferServiceImpl>(cfg_, *devices_, *buffers_);
   metrics_->SetSources(devices_.get(), buffers_.get());
-  service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);
+  if (cfg_.grpc_api == "sync") {
+    service_ = std::make_unique<KernelServiceSyncImpl>(cfg_, *runner_);
+  } else {
+    service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

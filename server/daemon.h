@@ -2,15 +2,15 @@
 // metrics exposer, devices; start-up and graceful drain.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "auth/authenticator.h"
 #include "auth/peer_listener.h"
@@ -56,7 +56,7 @@ class Daemon {
   std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<BufferServiceImpl> buffer_service_;
   std::unique_ptr<RequestRunner> runner_;
-  std::unique_ptr<KernelServiceImpl> service_;
+  std::unique_ptr<grpc::Service> service_;  // KernelServiceImpl, or the sync one (--grpc_api)
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> bound_, tls_bound_;
   std::unique_ptr<PeerTable> peers_;

@@ -14,7 +14,7 @@ grpc::Status ToGrpc(const Status& st) {
   return grpc::Status(static_cast<grpc::StatusCode>(st.code()), st.message());
 }
 
-CallControl ControlFor(grpc::CallbackServerContext* ctx) {
+CallControl ControlFor(grpc::ServerContextBase* ctx) {
   CallControl c;
   c.deadline = ctx->deadline();
   c.cancelled = [ctx] { return ctx->IsCancelled(); };
@@ -33,6 +33,11 @@ CallControl ControlFor(grpc::CallbackServerContext* ctx) {
   return c;
 }
 
+Status Authenticate(const grpc::ServerContextBase& ctx) {
+  Identity id;
+  return IdentifyCall(ctx, &id);
+}
+
 namespace {
 
 // An ExecuteStream refused before its first message (no identity).
@@ -41,11 +46,6 @@ class RefusedStream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   explicit RefusedStream(const Status& st) { Finish(ToGrpc(st)); }
   void OnDone() override { delete this; }
 };
-
-Status Authenticate(const grpc::CallbackServerContext& ctx) {
-  Identity id;
-  return IdentifyCall(ctx, &id);
-}
 
 grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const Status& st) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -80,15 +80,12 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KernelServiceImpl::
   return new ExecuteStreamReactor(ctx, runner_, limits);
 }
 
-grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListKernelsRequest* req,
-                                                         v1::ListKernelsResponse* resp) {
-  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
+                             const v1::ListKernelsRequest& req, v1::ListKernelsResponse* resp) {
   bool found = false;
   for (const OpDef* op : OpRegistry::Global().List()) {
-    if (!req->name().empty() && req->name() != op->name) continue;
-    if (op->test_only() && !cfg_.enable_test_ops) continue;
+    if (!req.name().empty() && req.name() != op->name) continue;
+    if (op->test_only() && !cfg.enable_test_ops) continue;
     found = true;
     v1::KernelInfo* k = resp->add_kernels();
     k->set_name(op->name);
@@ -122,7 +119,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
       i->set_requirements(impl.requires_.Describe());
       i->set_priority(impl.priority);
       i->set_priority_note(impl.priority_doc);
-      for (const auto& [dev, why] : runner_.scheduler().DeviceEligibility(impl)) {
+      for (const auto& [dev, why] : runner.scheduler().DeviceEligibility(impl)) {
         v1::DeviceEligibility* e = i->add_devices();
         e->set_device(dev.device.ToString());
         e->set_eligible(!why.has_value());
@@ -130,26 +127,28 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
       }
     }
   }
-  if (!req->name().empty() && !found) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown op '" + req->name() + "'"));
-  } else {
-    reactor->Finish(grpc::Status::OK);
-  }
+  if (!req.name().empty() && !found)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown op '" + req.name() + "'");
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListKernelsRequest* req,
+                                                         v1::ListKernelsResponse* resp) {
+  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(DescribeKernels(cfg_, runner_, *req, resp));
   return reactor;
 }
 
-grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
-                                                           const v1::GetServerInfoRequest*,
-                                                           v1::GetServerInfoResponse* resp) {
-  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp) {
   resp->set_version(kKerneldVersion);
   resp->set_git_revision(kKerneldGitRevision);
-  const auto& cuda = runner_.devices().cuda();
+  const auto& cuda = runner.devices().cuda();
   resp->set_cuda_runtime_version(cuda.runtime);
   resp->set_cuda_driver_version(cuda.driver);
   resp->set_cuda_status(cuda.status);
-  for (const DeviceInfo& d : runner_.devices().Devices()) {
+  for (const DeviceInfo& d : runner.devices().Devices()) {
     v1::DeviceInfo* o = resp->add_devices();
     o->set_kind(std::string(DeviceKindName(d.device.kind)));
     o->set_index(d.device.index);
@@ -163,7 +162,15 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerC
     o->set_l2_cache_bytes(d.l2_bytes);
     o->set_healthy(d.healthy);
   }
-  for (const auto& b : runner_.scheduler().AvailableBackends()) resp->add_backends(b);
+  for (const auto& b : runner.scheduler().AvailableBackends()) resp->add_backends(b);
+}
+
+grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                           const v1::GetServerInfoRequest*,
+                                                           v1::GetServerInfoResponse* resp) {
+  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  DescribeServer(runner_, resp);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -13,8 +13,9 @@ namespace kerneld::server {
 // ExecuteStream is served raw (ByteBuffers) so a malformed message can be
 // told apart from a half-close; see execute_stream.h.
 using KernelServiceBase = v1::KernelService::WithCallbackMethod_Execute<
-    v1::KernelService::WithRawCallbackMethod_ExecuteStream<v1::KernelService::WithCallbackMethod_ListKernels<
-        v1::KernelService::WithCallbackMethod_GetServerInfo<v1::KernelService::Service>>>>;
+    v1::KernelService::WithRawCallbackMethod_ExecuteStream<
+        v1::KernelService::WithCallbackMethod_ListKernels<
+            v1::KernelService::WithCallbackMethod_GetServerInfo<v1::KernelService::Service>>>>;
 
 class KernelServiceImpl final : public KernelServiceBase {
  public:
@@ -37,6 +38,13 @@ class KernelServiceImpl final : public KernelServiceBase {
 };
 
 grpc::Status ToGrpc(const Status& st);
-CallControl ControlFor(grpc::CallbackServerContext* ctx);
+// The call's deadline, cancellation and identity (auth/authenticator.h).
+CallControl ControlFor(grpc::ServerContextBase* ctx);
+// The caller's identity alone: OK, or why it is refused.
+Status Authenticate(const grpc::ServerContextBase& ctx);
+// ListKernels' and GetServerInfo's answers, shared by both APIs.
+grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
+                             const v1::ListKernelsRequest& req, v1::ListKernelsResponse* resp);
+void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp);
 
 }  // namespace kerneld::server

@@ -289,6 +289,29 @@ TEST(Listen, BadSecurityFilesStopStartUpWithTheFlagNamed) {
 
 // ---- Tokens ----------------------------------------------------------------
 
+// --grpc_api=sync identifies every call as the callback API does.
+TEST(Tokens, SyncApiRefusesAMissingTokenAndServesAGoodOne) {
+  REQUIRE_CERTS();
+  const std::string file = TokenFile(kAlice + " alice user\n");
+  Daemon d({"--auth_tokens=" + file, "--grpc_api=sync"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  v1::ExecuteResponse resp;
+  grpc::Status st = d.client().Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << st.error_message();
+  auto stream = d.client().OpenStream();
+  stream->Send(ScaleRequest(DType::kFloat32, {4}, 2.0));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto alice = Connect(d.target(), Token(kAlice));
+  ASSERT_TRUE(alice->Execute(ScaleRequest(DType::kFloat32, {4}, 2.0), &resp).ok());
+  EXPECT_EQ(resp.status().code(), 0) << resp.status().message();
+  auto s2 = alice->OpenStream();
+  ASSERT_TRUE(s2->Send(ScaleRequest(DType::kFloat32, {4}, 2.0)));
+  s2->CloseSend();
+  ASSERT_TRUE(s2->Receive(&resp));
+  EXPECT_EQ(resp.status().code(), 0) << resp.status().message();
+  EXPECT_TRUE(s2->Finish().ok());
+}
+
 TEST(Tokens, RightWrongMissingAndRoles) {
   REQUIRE_CERTS();
   const std::string file = TokenFile(kAlice + " alice user\n" + kOps + " ops admin\n");

@@ -143,8 +143,11 @@ class RawStream : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
   bool done_ = false;
 };
 
-TEST(StreamLimits, MalformedMessageEndsTheStreamWithInvalidArgument) {
-  Daemon d;
+// Both APIs: the callback stream (default) and --grpc_api=sync's.
+class MalformedMessage : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MalformedMessage, EndsTheStreamWithInvalidArgument) {
+  Daemon d(GetParam().empty() ? std::vector<std::string>{} : std::vector<std::string>{GetParam()});
   ASSERT_TRUE(d.ok()) << d.Log();
   auto valid = [](const std::string& id) {
     v1::ExecuteRequest r = ScaleRequest(DType::kFloat32, {64}, 2.0);
@@ -173,6 +176,9 @@ TEST(StreamLimits, MalformedMessageEndsTheStreamWithInvalidArgument) {
   EXPECT_TRUE(d.Serving());
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
+
+INSTANTIATE_TEST_SUITE_P(StreamLimits, MalformedMessage,
+                         ::testing::Values(std::string(), std::string("--grpc_api=sync")));
 
 }  // namespace
 }  // namespace kerneld::testing

@@ -32,5 +32,17 @@ TEST(Config, GpuTimingRefusesOtherValuesByName) {
   EXPECT_NE(err.find("gpu_timing"), std::string::npos) << err;
 }
 
+TEST(Config, GrpcApiIsCallbackByDefaultAndTakesSync) {
+  Config d;
+  EXPECT_EQ(Parse({}, &d), "");
+  EXPECT_EQ(d.grpc_api, "callback");
+  Config s;
+  EXPECT_EQ(Parse({"--grpc_api=sync"}, &s), "");
+  EXPECT_EQ(s.grpc_api, "sync");
+  Config bad;
+  const std::string err = Parse({"--grpc_api=async"}, &bad);
+  EXPECT_NE(err.find("grpc_api"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace kerneld::server

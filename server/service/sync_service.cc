@@ -1,0 +1,113 @@
+#include "service/sync_service.h"
+
+#include <grpcpp/impl/codegen/method_handler.h>
+
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "service/kernel_service.h"
+
+namespace kerneld::server {
+
+namespace {
+
+// The method index of ExecuteStream in kerneld.v1.KernelService (the order
+// of its rpcs in kerneld.proto).
+constexpr int kExecuteStreamMethod = 1;
+
+}  // namespace
+
+KernelServiceSyncImpl::KernelServiceSyncImpl(const Config& cfg, RequestRunner& runner)
+    : cfg_(cfg), runner_(runner) {
+  // The generated sync handler parses each message itself and reports a bad
+  // one like a half-close; this one hands over the raw bytes.
+  MarkMethodStreamed(kExecuteStreamMethod,
+                     new grpc::internal::BidiStreamingHandler<KernelServiceSyncImpl,
+                                                              grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [](KernelServiceSyncImpl* self, grpc::ServerContext* ctx,
+                            grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+                           return self->ExecuteStreamRaw(ctx, stream);
+                         },
+                         this));
+}
+
+Status KernelServiceSyncImpl::RunAndWait(grpc::ServerContext* ctx, const v1::ExecuteRequest& req,
+                                         v1::ExecuteResponse* resp) {
+  CallControl ctl = ControlFor(ctx);
+  Status result;
+  absl::Notification done;
+  runner_.Start(req, resp, std::move(ctl), [&](const Status& st) {
+    result = st;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+grpc::Status KernelServiceSyncImpl::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
+                                            v1::ExecuteResponse* resp) {
+  return ToGrpc(RunAndWait(ctx, *req, resp));
+}
+
+grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  // Checked once up front, as the callback stream does; each message is
+  // identified again (ControlFor), so a revoked token stops later requests.
+  if (Status st = Authenticate(*ctx); !st.ok()) return ToGrpc(st);
+  grpc::ByteBuffer in, out;
+  v1::ExecuteRequest req;
+  v1::ExecuteResponse resp;
+  for (int64_t n = 1; stream->Read(&in); ++n) {
+    const size_t bytes = in.Length();
+    req.Clear();
+    if (!grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&in, &req).ok())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "ExecuteStream message " + std::to_string(n) +
+                              " is not a valid kerneld.v1.ExecuteRequest (" +
+                              std::to_string(bytes) + " bytes)");
+    resp.Clear();
+    // A failed request reports in its response's status (the runner sets
+    // it) and the stream goes on.
+    (void)RunAndWait(ctx, req, &resp);
+    bool own = false;
+    out.Clear();  // Serialize wants an empty buffer
+    if (!grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(resp, &out, &own).ok()) {
+      v1::ExecuteResponse small;
+      small.set_request_id(resp.request_id());
+      small.mutable_status()->set_code(static_cast<int>(StatusCode::kInternal));
+      small.mutable_status()->set_message("response could not be serialized");
+      out.Clear();
+      (void)grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(small, &out, &own);
+    }
+    if (!stream->Write(out)) break;  // the client went away
+  }
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* KernelServiceSyncImpl::ListKernels(grpc::CallbackServerContext* ctx,
+                                                             const v1::ListKernelsRequest* req,
+                                                             v1::ListKernelsResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Status st = Authenticate(*ctx); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+  } else {
+    reactor->Finish(DescribeKernels(cfg_, runner_, *req, resp));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KernelServiceSyncImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                               const v1::GetServerInfoRequest*,
+                                                               v1::GetServerInfoResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Status st = Authenticate(*ctx); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+  } else {
+    DescribeServer(runner_, resp);
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+}  // namespace kerneld::server

@@ -1,0 +1,51 @@
+// kerneld.v1.KernelService with Execute and ExecuteStream on gRPC's sync
+// API (--grpc_api=sync): the handler runs on the gRPC thread that polled
+// the call and waits there for its request, with no hop to the callback
+// API's executor threads. Measured on the H100 host, the echo floor's one
+// client p50 was 1.7x lower on the sync API than on the callback API over
+// the same transport (docs/performance.md), and that hop is on every call.
+// The price: every open ExecuteStream holds a gRPC thread for its life, and
+// a stream runs its requests one at a time, in order (ping-pong; a client
+// that sends ahead is held back by HTTP/2 flow control). ListKernels and
+// GetServerInfo stay on the callback API.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "kerneld/v1/kerneld.grpc.pb.h"
+#include "service/request_runner.h"
+
+namespace kerneld::server {
+
+using KernelServiceSyncBase = v1::KernelService::WithCallbackMethod_ListKernels<
+    v1::KernelService::WithCallbackMethod_GetServerInfo<v1::KernelService::Service>>;
+
+class KernelServiceSyncImpl final : public KernelServiceSyncBase {
+ public:
+  KernelServiceSyncImpl(const Config& cfg, RequestRunner& runner);
+
+  grpc::Status Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
+                       v1::ExecuteResponse* resp) override;
+  // Served raw (ByteBuffers), as the callback stream is: a message that does
+  // not parse ends the stream with INVALID_ARGUMENT instead of looking like
+  // the client's half-close.
+  grpc::Status ExecuteStreamRaw(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
+  grpc::ServerUnaryReactor* ListKernels(grpc::CallbackServerContext* ctx,
+                                        const v1::ListKernelsRequest* req,
+                                        v1::ListKernelsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
+                                          const v1::GetServerInfoRequest* req,
+                                          v1::GetServerInfoResponse* resp) override;
+
+ private:
+  // Runs one request on this thread's behalf and waits for its completion
+  // (at once when the worker ran it inline, on this very thread).
+  Status RunAndWait(grpc::ServerContext* ctx, const v1::ExecuteRequest& req,
+                    v1::ExecuteResponse* resp);
+  const Config& cfg_;
+  RequestRunner& runner_;
+};
+
+}  // namespace kerneld::server

@@ -1,0 +1,90 @@
+// --grpc_api=sync: Execute and ExecuteStream on gRPC's sync API serve the
+// same answers as the callback API, on a real daemon: results, per-message
+// errors that leave a stream open, the stages in order, the other RPCs.
+// (The malformed-message and token cases run under both APIs in
+// stream_limits_test and security_test.)
+#include "daemon_fixture.h"
+
+namespace kerneld::testing {
+namespace {
+
+void ExpectScaled(const v1::ExecuteResponse& resp, const client::HostTensor& x, double factor) {
+  ASSERT_EQ(resp.status().code(), 0) << resp.status().message();
+  const auto& y = resp.outputs().at("y");
+  ASSERT_EQ(y.inline_data().size(), x.values.size() * sizeof(float));
+  const auto* out = reinterpret_cast<const float*>(y.inline_data().data());
+  for (size_t i = 0; i < x.values.size(); ++i)
+    ASSERT_FLOAT_EQ(out[i], static_cast<float>(static_cast<float>(x.values[i]) * factor)) << i;
+}
+
+TEST(SyncApi, UnaryExecuteAnswersAndOrdersItsStages) {
+  Daemon d({"--grpc_api=sync"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  for (int k = 0; k < 20; ++k) {
+    client::HostTensor x;
+    auto req = ScaleRequest(DType::kFloat32, {127}, 1.5, &x, static_cast<uint64_t>(k + 1));
+    v1::ExecuteResponse resp;
+    ASSERT_TRUE(d.client().Execute(req, &resp).ok());
+    ExpectScaled(resp, x, 1.5);
+    const v1::ExecutionInfo& i = resp.info();
+    EXPECT_GT(i.decoded_ns(), 0);
+    EXPECT_LE(i.decoded_ns(), i.scheduled_ns());
+    EXPECT_LE(i.launched_ns(), i.kernel_done_ns());
+    EXPECT_EQ(i.completed_ns(), i.total_ns());
+  }
+  // An error comes back as the call's status, with the server's text.
+  v1::ExecuteRequest bad = ScaleRequest(DType::kFloat32, {4}, 2.0);
+  bad.set_op("no_such_op");
+  v1::ExecuteResponse resp;
+  grpc::Status st = d.client().Execute(bad, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(st.error_message().find("unknown op 'no_such_op'"), std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+TEST(SyncApi, StreamAnswersInOrderAndAFailedRequestLeavesItOpen) {
+  Daemon d({"--grpc_api=sync"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto s = d.client().OpenStream();
+  std::vector<client::HostTensor> xs(10);
+  for (int k = 0; k < 10; ++k) {
+    v1::ExecuteRequest req = ScaleRequest(DType::kFloat32, {33}, 2.0, &xs[k], k + 1);
+    req.set_request_id("r" + std::to_string(k));
+    if (k == 4) (*req.mutable_inputs())["x"].set_inline_data("short");  // 5 bytes for 33 floats
+    ASSERT_TRUE(s->Send(req));
+  }
+  s->CloseSend();
+  v1::ExecuteResponse resp;
+  for (int k = 0; k < 10; ++k) {
+    ASSERT_TRUE(s->Receive(&resp)) << k;
+    EXPECT_EQ(resp.request_id(), "r" + std::to_string(k));  // one at a time, in order
+    if (k == 4) {
+      EXPECT_EQ(resp.status().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+      EXPECT_NE(resp.status().message().find("inline_data has 5 bytes"), std::string::npos)
+          << resp.status().message();
+    } else {
+      ExpectScaled(resp, xs[k], 2.0);
+    }
+  }
+  EXPECT_FALSE(s->Receive(&resp));
+  EXPECT_TRUE(s->Finish().ok());
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+TEST(SyncApi, ListKernelsAndServerInfoStillAnswer) {
+  Daemon d({"--grpc_api=sync"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  v1::ListKernelsResponse lk;
+  ASSERT_TRUE(d.client().ListKernels(&lk, "scale").ok());
+  ASSERT_EQ(lk.kernels_size(), 1);
+  EXPECT_EQ(lk.kernels(0).name(), "scale");
+  v1::GetServerInfoResponse info;
+  ASSERT_TRUE(d.client().GetServerInfo(&info).ok());
+  EXPECT_FALSE(info.version().empty());
+  EXPECT_TRUE(d.Serving());
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+}  // namespace
+}  // namespace kerneld::testing
