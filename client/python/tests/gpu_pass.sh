@@ -36,7 +36,9 @@ echo "==== gpu tests"
 rc=${PIPESTATUS[0]}
 
 echo "==== benchmark"
-"$B/bin/kerneld" --listen 127.0.0.1:0 --metrics_listen off --ready_file /tmp/kpy-ready >"$OUT/bench_kerneld.log" 2>&1 &
+rm -f /tmp/kpy-ready
+# shellcheck disable=SC2086  # KERNELD_FLAGS: extra daemon flags, split on purpose
+"$B/bin/kerneld" --listen 127.0.0.1:0 --metrics_listen off --ready_file /tmp/kpy-ready ${KERNELD_FLAGS:-} >"$OUT/bench_kerneld.log" 2>&1 &
 kpid=$!
 for _ in $(seq 300); do [[ -s /tmp/kpy-ready ]] && break; sleep 0.1; done
 T=$(awk '$1 == "grpc" && $2 !~ /^unix:/ {print $2}' /tmp/kpy-ready)
