@@ -134,6 +134,39 @@ __device__ __forceinline__ float OneRowSum(float v, float* scratch, int parity) 
   }
 }
 
+// The sum of squares of this thread's packs of a row (pack k at
+// threadIdx.x + k * kThreads; those past `units` hold nothing).
+template <typename T, int N, int kThreads, int kItems>
+__device__ __forceinline__ float PackSquares(const Pack<T, N> (&c)[kItems], int units) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    if (threadIdx.x + k * kThreads < units) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) ss += ToFloat(c[k].v[j]) * ToFloat(c[k].v[j]);
+    }
+  }
+  return ss;
+}
+
+// This thread's packs of an output row: x * scale * (w + bias), rounded once.
+template <typename T, int N, int kThreads, int kItems>
+__device__ __forceinline__ void WriteScaledPacks(Pack<T, N>* yrow, const Pack<T, N> (&c)[kItems],
+                                                 const Pack<T, N> (&wv)[kItems], int units,
+                                                 float scale, float bias) {
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int u = threadIdx.x + k * kThreads;
+    if (u < units) {
+      Pack<T, N> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = FromFloat<T>(ToFloat(c[k].v[j]) * scale * (ToFloat(wv[k].v[j]) + bias));
+      yrow[u] = o;
+    }
+  }
+}
+
 // One row a block of kThreads threads (1-D), kItems packs a thread, pack k
 // of a thread at threadIdx.x + k * kThreads; __launch_bounds__ asks for
 // kMinBlocks resident blocks an SM (at most 64 registers a thread here).
@@ -163,28 +196,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           if constexpr (kEarly) wv[k] = wp[u];
         }
       }
-      float ss = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        if (threadIdx.x + k * kThreads < units) {
-#pragma unroll
-          for (int j = 0; j < N; ++j) ss += ToFloat(c[k].v[j]) * ToFloat(c[k].v[j]);
-        }
-      }
+      const float ss = PackSquares<T, N, kThreads, kItems>(c, units);
       const float scale = rsqrtf(OneRowSum<kThreads>(ss, scratch, parity) / h + eps);
       parity ^= 1;
+      if constexpr (!kEarly) {
 #pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        const int u = threadIdx.x + k * kThreads;
-        if (u < units) {
-          if constexpr (!kEarly) wv[k] = wp[u];
-          P o;
-#pragma unroll
-          for (int j = 0; j < N; ++j)
-            o.v[j] = FromFloat<T>(ToFloat(c[k].v[j]) * scale * (ToFloat(wv[k].v[j]) + bias));
-          yp[base + u] = o;
+        for (int k = 0; k < kItems; ++k) {
+          const int u = threadIdx.x + k * kThreads;
+          if (u < units) wv[k] = wp[u];
         }
       }
+      WriteScaledPacks<T, N, kThreads, kItems>(yp + base, c, wv, units, scale, bias);
     }
   } else {
     P wv[kItems];
@@ -212,27 +234,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           if (u < units) n[k] = xp[next * units + u];
         }
       }
-      float ss = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        if (threadIdx.x + k * kThreads < units) {
-#pragma unroll
-          for (int j = 0; j < N; ++j) ss += ToFloat(c[k].v[j]) * ToFloat(c[k].v[j]);
-        }
-      }
+      const float ss = PackSquares<T, N, kThreads, kItems>(c, units);
       const float scale = rsqrtf(OneRowSum<kThreads>(ss, scratch, parity) / h + eps);
       parity ^= 1;
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        const int u = threadIdx.x + k * kThreads;
-        if (u < units) {
-          P o;
-#pragma unroll
-          for (int j = 0; j < N; ++j)
-            o.v[j] = FromFloat<T>(ToFloat(c[k].v[j]) * scale * (ToFloat(wv[k].v[j]) + bias));
-          yp[row * units + u] = o;
-        }
-      }
+      WriteScaledPacks<T, N, kThreads, kItems>(yp + row * units, c, wv, units, scale, bias);
 #pragma unroll
       for (int k = 0; k < kItems; ++k) c[k] = n[k];
     }
