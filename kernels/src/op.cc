@@ -178,20 +178,23 @@ std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx,
   auto align_of = [&](const TensorView& t) {
     return staged && t.device.is_cpu() ? 256 : t.alignment();
   };
-  auto check = [&](const TensorView& t, const std::string& what) -> std::optional<std::string> {
+  // The input's name is formatted only for a refusal: this runs twice on
+  // every request's success path (the scheduler, then the call).
+  auto check = [&](const TensorView& t, size_t i) -> std::optional<std::string> {
+    auto what = [&] { return "input '" + ctx.op->inputs[i].name + "'"; };
     if (!dtypes.Contains(t.dtype))
-      return what + " dtype " + std::string(DTypeName(t.dtype)) + " not in " + dtypes.ToString();
+      return what() + " dtype " + std::string(DTypeName(t.dtype)) + " not in " + dtypes.ToString();
     if (alignment > 1 && align_of(t) < alignment)
-      return what + " is " + std::to_string(align_of(t)) + "-byte aligned; needs " +
+      return what() + " is " + std::to_string(align_of(t)) + "-byte aligned; needs " +
              std::to_string(alignment);
     if (t.numel() > max_elements)
-      return what + " has " + std::to_string(t.numel()) + " elements; at most " +
+      return what() + " has " + std::to_string(t.numel()) + " elements; at most " +
              std::to_string(max_elements);
     return std::nullopt;
   };
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     if (ctx.inputs[i].data == nullptr && ctx.inputs[i].numel() == 0) continue;
-    if (auto r = check(ctx.inputs[i], "input '" + ctx.op->inputs[i].name + "'")) return r;
+    if (auto r = check(ctx.inputs[i], i)) return r;
   }
   // Output dtypes may differ from inputs (softmax -> float32); only check
   // alignment and size on them.

@@ -4,6 +4,8 @@
 #include <optional>
 #include <set>
 
+#include "absl/container/inlined_vector.h"
+
 namespace kerneld::server {
 
 namespace {
@@ -61,7 +63,9 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
     }
   }
 
-  std::vector<DeviceWorker*> targets;
+  // Inline storage: Place runs on every request, and a host has few devices
+  // and an op few implementations.
+  absl::InlinedVector<DeviceWorker*, 8> targets;
   if (!device.empty()) {
     Status err;
     DeviceWorker* w = devices_.Find(device, &err);
@@ -81,7 +85,7 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   // Candidates ranked for this request (ImplDef::PriorityFor: an impl may
   // rank higher on the shapes where it was measured faster), each rank
   // computed once.
-  std::vector<std::pair<int, const ImplDef*>> ranked;
+  absl::InlinedVector<std::pair<int, const ImplDef*>, 4> ranked;
   for (const auto& i : op.impls)
     if (any_backend || i.backend == backend) ranked.emplace_back(i.PriorityFor(probe), &i);
   std::stable_sort(ranked.begin(), ranked.end(),
