@@ -3,9 +3,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 // A benchmark stops at the first failed CUDA call: its numbers would be wrong.
 #define CK(x)                                                                                 \
@@ -39,6 +41,41 @@ __global__ void ReadKernel(const uint4* p, size_t n, unsigned* sink) {
 inline void ReadBytes(cudaStream_t s, const void* p, size_t bytes, int sms, unsigned* sink) {
   ReadKernel<<<4 * sms, 512, 0, s>>>(static_cast<const uint4*>(p), bytes / 16, sink);
   CK(cudaGetLastError());
+}
+
+// What an L2 read-flush reads (ReadBytes): a buffer larger than L2.
+struct L2Flush {
+  const void* buf = nullptr;
+  size_t bytes = 0;
+  int sms = 1;
+  unsigned* sink = nullptr;
+};
+
+// The median of `reps` runs of f() on s, in microseconds (CUDA events),
+// each after an L2 read-flush; three runs first as warm-up. The labs'
+// method, which is kernel_bench's.
+template <typename F>
+double FlushedMedianUs(cudaStream_t s, int reps, const L2Flush& flush, F&& f) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();
+  CK(cudaStreamSynchronize(s));
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    ReadBytes(s, flush.buf, flush.bytes, flush.sms, flush.sink);
+    CK(cudaEventRecord(a, s));
+    f();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float m;
+    CK(cudaEventElapsedTime(&m, a, b));
+    ms.push_back(m);
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3;
 }
 
 }  // namespace kerneld::bench

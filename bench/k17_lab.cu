@@ -58,26 +58,7 @@ size_t g_flush_bytes = 0;
 
 template <typename F>
 double MedianUs(cudaStream_t s, int reps, F&& f) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();
-  CK(cudaStreamSynchronize(s));
-  std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
-    kerneld::bench::ReadBytes(s, g_flush, g_flush_bytes, g_sms, g_sink);
-    CK(cudaEventRecord(a, s));
-    f();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float m;
-    CK(cudaEventElapsedTime(&m, a, b));
-    ms.push_back(m);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3;
+  return kerneld::bench::FlushedMedianUs(s, reps, {g_flush, g_flush_bytes, g_sms, g_sink}, f);
 }
 
 __host__ __device__ inline uint32_t Hash(uint64_t i, uint32_t seed) {
