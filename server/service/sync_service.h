@@ -2,7 +2,7 @@
 // API (--grpc_api=sync): the handler runs on the gRPC thread that polled
 // the call and waits there for its request, with no hop to the callback
 // API's executor threads. Measured on the H100 host, the echo floor's one
-// client p50 was 1.7x lower on the sync API than on the callback API over
+// client p50 was 1.2-1.9x lower on the sync API than on the callback API over
 // the same transport (docs/performance.md), and that hop is on every call.
 // The price: every open ExecuteStream holds a gRPC thread for its life, and
 // a stream runs its requests one at a time, in order (ping-pong; a client
