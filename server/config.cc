@@ -87,8 +87,9 @@ std::string FlagsHelp() {
                          is idle (0: off)
   --grpc_api=API         callback (default): Execute and ExecuteStream on gRPC's callback
                          API; sync: on its sync API, each call handled on the thread that
-                         polled it (lower latency at few clients; an open ExecuteStream
-                         holds a thread and runs its requests one at a time)
+                         polled it (an open ExecuteStream holds a thread and runs its
+                         requests one at a time; measured faster only at one client on
+                         a 16-core host, slower under load: docs/performance.md)
   --gpu_timing=T         what a GPU request's execute time measures: host (default), the
                          worker's span from the launch call to seeing the work done, or
                          events, the GPU's own time between CUDA timing events around the
