@@ -10,7 +10,8 @@
 
 namespace kerneld::client {
 
-v1::Tensor SharedBuffer::Tensor(DType dt, const std::vector<int64_t>& shape, uint64_t offset) const {
+v1::Tensor SharedBuffer::Tensor(DType dt, const std::vector<int64_t>& shape,
+                                uint64_t offset) const {
   v1::Tensor t;
   t.set_dtype(static_cast<v1::DType>(static_cast<int>(dt)));
   for (int64_t d : shape) t.add_shape(d);
@@ -19,15 +20,19 @@ v1::Tensor SharedBuffer::Tensor(DType dt, const std::vector<int64_t>& shape, uin
   return t;
 }
 
+grpc::Status UnregisterBuffer(KernelClient& server, const std::string& id) {
+  auto stub = v1::BufferService::NewStub(server.channel());
+  grpc::ClientContext ctx;
+  v1::UnregisterBufferRequest req;
+  req.set_buffer_id(id);
+  v1::UnregisterBufferResponse resp;
+  return stub->UnregisterBuffer(&ctx, req, &resp);
+}
+
 grpc::Status SharedBuffer::Unregister() {
   if (!registered_) return grpc::Status::OK;
   registered_ = false;
-  auto stub = v1::BufferService::NewStub(client_.channel());
-  grpc::ClientContext ctx;
-  v1::UnregisterBufferRequest req;
-  req.set_buffer_id(id_);
-  v1::UnregisterBufferResponse resp;
-  return stub->UnregisterBuffer(&ctx, req, &resp);
+  return UnregisterBuffer(client_, id_);
 }
 
 SharedMemoryBuffer::SharedMemoryBuffer(KernelClient& c, uint64_t size, uint32_t lease_seconds,
@@ -37,11 +42,13 @@ SharedMemoryBuffer::SharedMemoryBuffer(KernelClient& c, uint64_t size, uint32_t 
   shm_name_ = "/kerneld-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
   int fd = shm_open(shm_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
-    status_ = grpc::Status(grpc::StatusCode::INTERNAL, "shm_open: " + std::string(std::strerror(errno)));
+    status_ =
+        grpc::Status(grpc::StatusCode::INTERNAL, "shm_open: " + std::string(std::strerror(errno)));
     return;
   }
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    status_ = grpc::Status(grpc::StatusCode::INTERNAL, "ftruncate: " + std::string(std::strerror(errno)));
+    status_ =
+        grpc::Status(grpc::StatusCode::INTERNAL, "ftruncate: " + std::string(std::strerror(errno)));
     close(fd);
     return;
   }

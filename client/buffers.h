@@ -19,6 +19,9 @@
 
 namespace kerneld::client {
 
+// UnregisterBuffer of `id` at `server`.
+grpc::Status UnregisterBuffer(KernelClient& server, const std::string& id);
+
 class SharedBuffer {
  public:
   virtual ~SharedBuffer() = default;

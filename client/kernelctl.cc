@@ -577,12 +577,7 @@ int Perf(KernelClient& c, const std::string& target, const std::string& op,
         if (t.has_buffer() && t.buffer().buffer_id() == ipc->id())
           t.mutable_buffer()->set_buffer_id(floor_id);
     const int rc = RunPerf(o, p.req, &floor_req);
-    auto stub = v1::BufferService::NewStub(floor.channel());
-    grpc::ClientContext ctx;
-    v1::UnregisterBufferRequest ureq;
-    ureq.set_buffer_id(floor_id);
-    v1::UnregisterBufferResponse uresp;
-    stub->UnregisterBuffer(&ctx, ureq, &uresp);
+    (void)UnregisterBuffer(floor, floor_id);  // the floor's mapping; it exits anyway
     return rc;
   }
 #endif

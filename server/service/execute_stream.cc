@@ -7,6 +7,25 @@
 
 namespace kerneld::server {
 
+grpc::Status MalformedStreamMessage(int64_t n, size_t bytes) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "ExecuteStream message " + std::to_string(n) +
+                          " is not a valid kerneld.v1.ExecuteRequest (" + std::to_string(bytes) +
+                          " bytes)");
+}
+
+void SerializeStreamResponse(const v1::ExecuteResponse& resp, grpc::ByteBuffer* out) {
+  bool own = false;
+  out->Clear();  // Serialize wants an empty buffer
+  if (grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(resp, out, &own).ok()) return;
+  v1::ExecuteResponse small;
+  small.set_request_id(resp.request_id());
+  small.mutable_status()->set_code(static_cast<int>(StatusCode::kInternal));
+  small.mutable_status()->set_message("response could not be serialized");
+  out->Clear();
+  (void)grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(small, out, &own);
+}
+
 ExecuteStreamReactor::ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner,
                                            Limits limits)
     : ctx_(ctx), runner_(runner), limits_(limits) {
@@ -51,10 +70,7 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
       std::lock_guard<std::mutex> lock(mu_);
       reading_ = false;
       reads_done_ = true;
-      error_ = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "ExecuteStream message " + std::to_string(n) +
-                                " is not a valid kerneld.v1.ExecuteRequest (" +
-                                std::to_string(item->req_bytes) + " bytes)");
+      error_ = MalformedStreamMessage(n, static_cast<size_t>(item->req_bytes));
       finish = ShouldFinishLocked(&final_status);
     }
     if (finish) Finish(final_status);
@@ -81,16 +97,7 @@ void ExecuteStreamReactor::Completed(Item* raw) {
   std::unique_ptr<Item> item(raw);
   // Serialize here and free the request and response at once: a queued
   // response then holds only its wire bytes.
-  bool own = false;
-  if (!grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(item->resp, &item->out, &own)
-           .ok()) {
-    v1::ExecuteResponse small;
-    small.set_request_id(item->resp.request_id());
-    small.mutable_status()->set_code(static_cast<int>(StatusCode::kInternal));
-    small.mutable_status()->set_message("response could not be serialized");
-    item->out.Clear();
-    (void)grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(small, &item->out, &own);
-  }
+  SerializeStreamResponse(item->resp, &item->out);
   item->out_bytes = static_cast<int64_t>(item->out.Length());
   v1::ExecuteRequest().Swap(&item->req);  // Clear() would keep the strings' capacity
   v1::ExecuteResponse().Swap(&item->resp);

@@ -30,6 +30,16 @@
 
 namespace kerneld::server {
 
+// The wire side of an ExecuteStream message, shared by the callback stream
+// (ExecuteStreamReactor) and the sync one (sync_service.h).
+//
+// The status that ends a stream whose n-th message (of `bytes`) does not
+// parse as an ExecuteRequest.
+grpc::Status MalformedStreamMessage(int64_t n, size_t bytes);
+// resp into *out (emptied first). A response that cannot be serialized is
+// answered by a small INTERNAL one with the same request_id.
+void SerializeStreamResponse(const v1::ExecuteResponse& resp, grpc::ByteBuffer* out);
+
 class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   struct Limits {

@@ -80,6 +80,8 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KernelServiceImpl::
   return new ExecuteStreamReactor(ctx, runner_, limits);
 }
 
+namespace {
+
 grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
                              const v1::ListKernelsRequest& req, v1::ListKernelsResponse* resp) {
   bool found = false;
@@ -132,14 +134,25 @@ grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
   return grpc::Status::OK;
 }
 
+}  // namespace
+
+grpc::ServerUnaryReactor* AnswerListKernels(grpc::CallbackServerContext* ctx, const Config& cfg,
+                                            const RequestRunner& runner,
+                                            const v1::ListKernelsRequest& req,
+                                            v1::ListKernelsResponse* resp) {
+  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(DescribeKernels(cfg, runner, req, resp));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
                                                          const v1::ListKernelsRequest* req,
                                                          v1::ListKernelsResponse* resp) {
-  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(DescribeKernels(cfg_, runner_, *req, resp));
-  return reactor;
+  return AnswerListKernels(ctx, cfg_, runner_, *req, resp);
 }
+
+namespace {
 
 void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp) {
   resp->set_version(kKerneldVersion);
@@ -165,14 +178,22 @@ void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp
   for (const auto& b : runner.scheduler().AvailableBackends()) resp->add_backends(b);
 }
 
+}  // namespace
+
+grpc::ServerUnaryReactor* AnswerServerInfo(grpc::CallbackServerContext* ctx,
+                                           const RequestRunner& runner,
+                                           v1::GetServerInfoResponse* resp) {
+  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  DescribeServer(runner, resp);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                            const v1::GetServerInfoRequest*,
                                                            v1::GetServerInfoResponse* resp) {
-  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  DescribeServer(runner_, resp);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return AnswerServerInfo(ctx, runner_, resp);
 }
 
 }  // namespace kerneld::server

@@ -42,9 +42,14 @@ grpc::Status ToGrpc(const Status& st);
 CallControl ControlFor(grpc::ServerContextBase* ctx);
 // The caller's identity alone: OK, or why it is refused.
 Status Authenticate(const grpc::ServerContextBase& ctx);
-// ListKernels' and GetServerInfo's answers, shared by both APIs.
-grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
-                             const v1::ListKernelsRequest& req, v1::ListKernelsResponse* resp);
-void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp);
+// ListKernels and GetServerInfo, identified and answered on the callback
+// API; shared by KernelServiceImpl and the sync service (sync_service.h).
+grpc::ServerUnaryReactor* AnswerListKernels(grpc::CallbackServerContext* ctx, const Config& cfg,
+                                            const RequestRunner& runner,
+                                            const v1::ListKernelsRequest& req,
+                                            v1::ListKernelsResponse* resp);
+grpc::ServerUnaryReactor* AnswerServerInfo(grpc::CallbackServerContext* ctx,
+                                           const RequestRunner& runner,
+                                           v1::GetServerInfoResponse* resp);
 
 }  // namespace kerneld::server

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/synchronization/notification.h"
+#include "service/execute_stream.h"
 #include "service/kernel_service.h"
 
 namespace kerneld::server {
@@ -62,24 +63,12 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
     const size_t bytes = in.Length();
     req.Clear();
     if (!grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&in, &req).ok())
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "ExecuteStream message " + std::to_string(n) +
-                              " is not a valid kerneld.v1.ExecuteRequest (" +
-                              std::to_string(bytes) + " bytes)");
+      return MalformedStreamMessage(n, bytes);
     resp.Clear();
     // A failed request reports in its response's status (the runner sets
     // it) and the stream goes on.
     (void)RunAndWait(ctx, req, &resp);
-    bool own = false;
-    out.Clear();  // Serialize wants an empty buffer
-    if (!grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(resp, &out, &own).ok()) {
-      v1::ExecuteResponse small;
-      small.set_request_id(resp.request_id());
-      small.mutable_status()->set_code(static_cast<int>(StatusCode::kInternal));
-      small.mutable_status()->set_message("response could not be serialized");
-      out.Clear();
-      (void)grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(small, &out, &own);
-    }
+    SerializeStreamResponse(resp, &out);
     if (!stream->Write(out)) break;  // the client went away
   }
   return grpc::Status::OK;
@@ -88,26 +77,13 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
 grpc::ServerUnaryReactor* KernelServiceSyncImpl::ListKernels(grpc::CallbackServerContext* ctx,
                                                              const v1::ListKernelsRequest* req,
                                                              v1::ListKernelsResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Status st = Authenticate(*ctx); !st.ok()) {
-    reactor->Finish(ToGrpc(st));
-  } else {
-    reactor->Finish(DescribeKernels(cfg_, runner_, *req, resp));
-  }
-  return reactor;
+  return AnswerListKernels(ctx, cfg_, runner_, *req, resp);
 }
 
 grpc::ServerUnaryReactor* KernelServiceSyncImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                                const v1::GetServerInfoRequest*,
                                                                v1::GetServerInfoResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (Status st = Authenticate(*ctx); !st.ok()) {
-    reactor->Finish(ToGrpc(st));
-  } else {
-    DescribeServer(runner_, resp);
-    reactor->Finish(grpc::Status::OK);
-  }
-  return reactor;
+  return AnswerServerInfo(ctx, runner_, resp);
 }
 
 }  // namespace kerneld::server
