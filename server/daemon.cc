@@ -94,15 +94,22 @@ std::string Daemon::Start() {
     if (!trace_->ok()) return trace_->error();
   }
   runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(), trace_.get());
-  buffer_service_ = std::make_unique<BufferServiceImpl>(cfg_, *devices_, *buffers_);
+  buffer_handlers_ = std::make_unique<BufferHandlers>(cfg_, *devices_, *buffers_);
   metrics_->SetSources(devices_.get(), buffers_.get());
-  if (cfg_.grpc_api == "sync") {
+  // --grpc_api=sync serves every service on the sync API: one callback
+  // method in the server would add gRPC's callback pollers to every call
+  // (service/health_service.h).
+  const bool sync_api = cfg_.grpc_api == "sync";
+  if (sync_api) {
     service_ = std::make_unique<KernelServiceSyncImpl>(cfg_, *runner_);
+    buffer_service_ = std::make_unique<BufferServiceSyncImpl>(*buffer_handlers_);
+    sync_health_ = std::make_unique<SyncHealthService>();
   } else {
     service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);
+    buffer_service_ = std::make_unique<BufferServiceImpl>(*buffer_handlers_);
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  grpc::EnableDefaultHealthCheckService(!sync_api);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Two daemons must never share a port silently.
@@ -142,6 +149,7 @@ std::string Daemon::Start() {
   }
   builder.RegisterService(service_.get());
   builder.RegisterService(buffer_service_.get());
+  if (sync_health_) builder.RegisterService(sync_health_.get());
   server_ = builder.BuildAndStart();
   if (!server_)
     return "cannot start the gRPC server on " + cfg_.listen +
@@ -158,10 +166,10 @@ std::string Daemon::Start() {
                                                   std::to_string(ports[i]));
     tcp_ports.push_back(ports[i]);
   }
-  buffer_service_->SetServerPorts(std::move(tcp_ports));
+  buffer_handlers_->SetServerPorts(std::move(tcp_ports));
   for (auto& l : unix_listeners_) l->Start(server_.get());
-  server_->GetHealthCheckService()->SetServingStatus(true);
-  server_->GetHealthCheckService()->SetServingStatus("kerneld.v1.KernelService", true);
+  health()->SetServingStatus(true);
+  health()->SetServingStatus("kerneld.v1.KernelService", true);
   health_thread_ = std::thread([this] { HealthLoop(); });
 
   if (!cfg_.ready_file.empty()) {
@@ -177,11 +185,16 @@ std::string Daemon::Start() {
   return "";
 }
 
+grpc::HealthCheckServiceInterface* Daemon::health() const {
+  if (sync_health_) return sync_health_.get();
+  return server_->GetHealthCheckService();
+}
+
 void Daemon::HealthLoop() {
   std::unique_lock<std::mutex> lock(health_mu_);
   while (!stopping_) {
     for (const auto& w : devices_->workers())
-      server_->GetHealthCheckService()->SetServingStatus("kerneld.device/" + w->info().device.ToString(),
+      health()->SetServingStatus("kerneld.device/" + w->info().device.ToString(),
                                                          w->healthy());
     health_cv_.wait_for(lock, std::chrono::milliseconds(500));
   }
@@ -194,7 +207,8 @@ void Daemon::Shutdown() {
   }
   health_cv_.notify_all();
   if (!server_) return;
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  health()->SetServingStatus(false);
+  if (sync_health_) sync_health_->Shutdown();  // ends its Watch streams
   // Stop accepting work, let what was accepted finish (bounded by the drain
   // timeout), then shut the server down at once. gRPC's own Shutdown(deadline)
   // would also wait out idle client connections (seconds), so the waiting

@@ -18,6 +18,7 @@
 #include "devices/device_manager.h"
 #include "metrics/metrics.h"
 #include "service/buffer_service.h"
+#include "service/health_service.h"
 #include "service/kernel_service.h"
 #include "service/request_runner.h"
 
@@ -54,7 +55,13 @@ class Daemon {
   std::unique_ptr<BufferRegistry> buffers_;
   std::unique_ptr<RequestLog> log_;
   std::unique_ptr<TraceWriter> trace_;
-  std::unique_ptr<BufferServiceImpl> buffer_service_;
+  std::unique_ptr<BufferHandlers> buffer_handlers_;
+  std::unique_ptr<grpc::Service> buffer_service_;  // on the API --grpc_api names
+  // --grpc_api=sync: the health service is kerneld's own (a callback one in
+  // a sync server costs every request; service/health_service.h).
+  std::unique_ptr<SyncHealthService> sync_health_;
+  // The health service the daemon reports to: gRPC's default or sync_health_.
+  grpc::HealthCheckServiceInterface* health() const;
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<grpc::Service> service_;  // KernelServiceImpl, or the sync one (--grpc_api)
   std::unique_ptr<grpc::Server> server_;

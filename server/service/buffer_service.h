@@ -1,5 +1,9 @@
 // kerneld.v1.BufferService: register, allocate, list, renew and unregister
 // shared buffers. Handlers are short (an mmap, an IPC open) and run inline.
+// BufferHandlers holds the logic; BufferServiceImpl serves it on gRPC's
+// callback API and BufferServiceSyncImpl on the sync one (--grpc_api=sync,
+// where one callback method anywhere in the server costs every request its
+// polling threads: sync_service.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -22,31 +26,28 @@ namespace kerneld::server {
 // unix-socket uid) always may; what they may open is checked per object.
 bool ClientBuffersAllowed(const Config& cfg, std::string* why_not);
 
-class BufferServiceImpl final : public v1::BufferService::CallbackService {
+class BufferHandlers {
  public:
-  BufferServiceImpl(const Config& cfg, const DeviceManager& devices, BufferRegistry& registry);
+  BufferHandlers(const Config& cfg, const DeviceManager& devices, BufferRegistry& registry);
   // The daemon's TCP ports, once bound: a TCP caller on this machine is
   // found by them in /proc/net/tcp (auth/local_peer.h).
   void SetServerPorts(std::vector<int> ports);
 
-  grpc::ServerUnaryReactor* RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
-                                                  const v1::RegisterCudaIpcBufferRequest* req,
-                                                  v1::RegisterCudaIpcBufferResponse* resp) override;
-  grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx,
-                                           const v1::AllocateBufferRequest* req,
-                                           v1::AllocateBufferResponse* resp) override;
-  grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                 const v1::RegisterSharedMemoryRequest* req,
-                                                 v1::RegisterSharedMemoryResponse* resp) override;
-  grpc::ServerUnaryReactor* UnregisterBuffer(grpc::CallbackServerContext* ctx,
-                                             const v1::UnregisterBufferRequest* req,
-                                             v1::UnregisterBufferResponse* resp) override;
-  grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx,
-                                       const v1::RenewLeaseRequest* req,
-                                       v1::RenewLeaseResponse* resp) override;
-  grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* ctx,
-                                        const v1::ListBuffersRequest* req,
-                                        v1::ListBuffersResponse* resp) override;
+  // One per BufferService RPC, for the caller of ctx.
+  Status RegisterCudaIpcBuffer(const grpc::ServerContextBase& ctx,
+                               const v1::RegisterCudaIpcBufferRequest& req,
+                               v1::RegisterCudaIpcBufferResponse* resp);
+  Status AllocateBuffer(const grpc::ServerContextBase& ctx, const v1::AllocateBufferRequest& req,
+                        v1::AllocateBufferResponse* resp);
+  Status RegisterSharedMemory(const grpc::ServerContextBase& ctx,
+                              const v1::RegisterSharedMemoryRequest& req,
+                              v1::RegisterSharedMemoryResponse* resp);
+  Status UnregisterBuffer(const grpc::ServerContextBase& ctx, const v1::UnregisterBufferRequest& req,
+                          v1::UnregisterBufferResponse* resp);
+  Status RenewLease(const grpc::ServerContextBase& ctx, const v1::RenewLeaseRequest& req,
+                    v1::RenewLeaseResponse* resp);
+  Status ListBuffers(const grpc::ServerContextBase& ctx, const v1::ListBuffersRequest& req,
+                     v1::ListBuffersResponse* resp);
 
  private:
   Status FindGpu(const std::string& name, DeviceInfo* out) const;
@@ -55,8 +56,8 @@ class BufferServiceImpl final : public v1::BufferService::CallbackService {
   Status AddRegion(std::shared_ptr<Region> r, const Identity& id, const std::string& name,
                    uint32_t lease_seconds, std::string* buffer_id);
   // The identity, and whether it may register client memory at all.
-  Status Caller(grpc::CallbackServerContext* ctx, bool client_memory, Identity* id) const;
-  ShmAccessCheck AccessCheckFor(const grpc::CallbackServerContext* ctx, const Identity& id) const;
+  Status Caller(const grpc::ServerContextBase& ctx, bool client_memory, Identity* id) const;
+  ShmAccessCheck AccessCheckFor(const grpc::ServerContextBase& ctx, const Identity& id) const;
   mutable std::mutex ports_mu_;
   std::vector<int> ports_;
   const Config& cfg_;
@@ -64,6 +65,46 @@ class BufferServiceImpl final : public v1::BufferService::CallbackService {
   BufferRegistry& registry_;
   bool client_buffers_allowed_;
   std::string client_buffers_why_not_;
+};
+
+// The service on gRPC's callback API (the default, --grpc_api=callback).
+class BufferServiceImpl final : public v1::BufferService::CallbackService {
+ public:
+  explicit BufferServiceImpl(BufferHandlers& h) : h_(h) {}
+  grpc::ServerUnaryReactor* RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
+                                 const v1::RegisterCudaIpcBufferRequest* req, v1::RegisterCudaIpcBufferResponse* resp) override;
+  grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx,
+                                 const v1::AllocateBufferRequest* req, v1::AllocateBufferResponse* resp) override;
+  grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                 const v1::RegisterSharedMemoryRequest* req, v1::RegisterSharedMemoryResponse* resp) override;
+  grpc::ServerUnaryReactor* UnregisterBuffer(grpc::CallbackServerContext* ctx,
+                                 const v1::UnregisterBufferRequest* req, v1::UnregisterBufferResponse* resp) override;
+  grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx,
+                                 const v1::RenewLeaseRequest* req, v1::RenewLeaseResponse* resp) override;
+  grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* ctx,
+                                 const v1::ListBuffersRequest* req, v1::ListBuffersResponse* resp) override;
+ private:
+  BufferHandlers& h_;
+};
+
+// The same service on gRPC's sync API (--grpc_api=sync).
+class BufferServiceSyncImpl final : public v1::BufferService::Service {
+ public:
+  explicit BufferServiceSyncImpl(BufferHandlers& h) : h_(h) {}
+  grpc::Status RegisterCudaIpcBuffer(grpc::ServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
+                    v1::RegisterCudaIpcBufferResponse* resp) override;
+  grpc::Status AllocateBuffer(grpc::ServerContext* ctx, const v1::AllocateBufferRequest* req,
+                    v1::AllocateBufferResponse* resp) override;
+  grpc::Status RegisterSharedMemory(grpc::ServerContext* ctx, const v1::RegisterSharedMemoryRequest* req,
+                    v1::RegisterSharedMemoryResponse* resp) override;
+  grpc::Status UnregisterBuffer(grpc::ServerContext* ctx, const v1::UnregisterBufferRequest* req,
+                    v1::UnregisterBufferResponse* resp) override;
+  grpc::Status RenewLease(grpc::ServerContext* ctx, const v1::RenewLeaseRequest* req,
+                    v1::RenewLeaseResponse* resp) override;
+  grpc::Status ListBuffers(grpc::ServerContext* ctx, const v1::ListBuffersRequest* req,
+                    v1::ListBuffersResponse* resp) override;
+ private:
+  BufferHandlers& h_;
 };
 
 }  // namespace kerneld::server

@@ -47,12 +47,6 @@ class RefusedStream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   void OnDone() override { delete this; }
 };
 
-grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const Status& st) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpc(st));
-  return reactor;
-}
-
 }  // namespace
 
 grpc::ServerUnaryReactor* KernelServiceImpl::Execute(grpc::CallbackServerContext* ctx,
@@ -136,20 +130,19 @@ grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
 
 }  // namespace
 
-grpc::ServerUnaryReactor* AnswerListKernels(grpc::CallbackServerContext* ctx, const Config& cfg,
-                                            const RequestRunner& runner,
-                                            const v1::ListKernelsRequest& req,
-                                            v1::ListKernelsResponse* resp) {
-  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(DescribeKernels(cfg, runner, req, resp));
-  return reactor;
+grpc::Status AnswerListKernels(const grpc::ServerContextBase& ctx, const Config& cfg,
+                               const RequestRunner& runner, const v1::ListKernelsRequest& req,
+                               v1::ListKernelsResponse* resp) {
+  if (Status st = Authenticate(ctx); !st.ok()) return ToGrpc(st);
+  return DescribeKernels(cfg, runner, req, resp);
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
                                                          const v1::ListKernelsRequest* req,
                                                          v1::ListKernelsResponse* resp) {
-  return AnswerListKernels(ctx, cfg_, runner_, *req, resp);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(AnswerListKernels(*ctx, cfg_, runner_, *req, resp));
+  return reactor;
 }
 
 namespace {
@@ -180,20 +173,19 @@ void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp
 
 }  // namespace
 
-grpc::ServerUnaryReactor* AnswerServerInfo(grpc::CallbackServerContext* ctx,
-                                           const RequestRunner& runner,
-                                           v1::GetServerInfoResponse* resp) {
-  if (Status st = Authenticate(*ctx); !st.ok()) return Refuse(ctx, st);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const RequestRunner& runner,
+                              v1::GetServerInfoResponse* resp) {
+  if (Status st = Authenticate(ctx); !st.ok()) return ToGrpc(st);
   DescribeServer(runner, resp);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                            const v1::GetServerInfoRequest*,
                                                            v1::GetServerInfoResponse* resp) {
-  return AnswerServerInfo(ctx, runner_, resp);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(AnswerServerInfo(*ctx, runner_, resp));
+  return reactor;
 }
 
 }  // namespace kerneld::server

@@ -42,14 +42,13 @@ grpc::Status ToGrpc(const Status& st);
 CallControl ControlFor(grpc::ServerContextBase* ctx);
 // The caller's identity alone: OK, or why it is refused.
 Status Authenticate(const grpc::ServerContextBase& ctx);
-// ListKernels and GetServerInfo, identified and answered on the callback
-// API; shared by KernelServiceImpl and the sync service (sync_service.h).
-grpc::ServerUnaryReactor* AnswerListKernels(grpc::CallbackServerContext* ctx, const Config& cfg,
-                                            const RequestRunner& runner,
-                                            const v1::ListKernelsRequest& req,
-                                            v1::ListKernelsResponse* resp);
-grpc::ServerUnaryReactor* AnswerServerInfo(grpc::CallbackServerContext* ctx,
-                                           const RequestRunner& runner,
-                                           v1::GetServerInfoResponse* resp);
+// ListKernels and GetServerInfo for the caller of ctx: identified, then
+// answered. Shared by KernelServiceImpl (callback API) and the sync service
+// (sync_service.h), which return the status their own way.
+grpc::Status AnswerListKernels(const grpc::ServerContextBase& ctx, const Config& cfg,
+                               const RequestRunner& runner, const v1::ListKernelsRequest& req,
+                               v1::ListKernelsResponse* resp);
+grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const RequestRunner& runner,
+                              v1::GetServerInfoResponse* resp);
 
 }  // namespace kerneld::server

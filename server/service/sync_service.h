@@ -12,13 +12,21 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <functional>
+
 #include "kerneld/v1/kerneld.grpc.pb.h"
 #include "service/request_runner.h"
 
 namespace kerneld::server {
 
-using KernelServiceSyncBase = v1::KernelService::WithCallbackMethod_ListKernels<
-    v1::KernelService::WithCallbackMethod_GetServerInfo<v1::KernelService::Service>>;
+// A cancellation check that answers false, without asking, until `wait` has
+// passed since it was made: ServerContext::IsCancelled() is cheap on the
+// callback API but polls the completion queue on the sync one.
+std::function<bool()> CancelCheckAfter(std::chrono::nanoseconds wait, std::function<bool()> check);
+inline constexpr std::chrono::microseconds kSyncCancelCheckAfter{200};
+
+using KernelServiceSyncBase = v1::KernelService::Service;
 
 class KernelServiceSyncImpl final : public KernelServiceSyncBase {
  public:
@@ -26,18 +34,17 @@ class KernelServiceSyncImpl final : public KernelServiceSyncBase {
 
   grpc::Status Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                        v1::ExecuteResponse* resp) override;
+  grpc::Status ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
+                           v1::ListKernelsResponse* resp) override;
+  grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
+                             v1::GetServerInfoResponse* resp) override;
   // Served raw (ByteBuffers), as the callback stream is: a message that does
   // not parse ends the stream with INVALID_ARGUMENT instead of looking like
   // the client's half-close.
   grpc::Status ExecuteStreamRaw(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
-  grpc::ServerUnaryReactor* ListKernels(grpc::CallbackServerContext* ctx,
-                                        const v1::ListKernelsRequest* req,
-                                        v1::ListKernelsResponse* resp) override;
-  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
-                                          const v1::GetServerInfoRequest* req,
-                                          v1::GetServerInfoResponse* resp) override;
+
 
  private:
   // Runs one request on this thread's behalf and waits for its completion

@@ -1,8 +1,11 @@
 // Shared buffers through the real daemon: POSIX shared memory end to end (in
 // place, separate outputs, offsets), leases, deferred unregister, and every
-// bad reference, each leaving the daemon serving.
+// bad reference, each leaving the daemon serving. Every case runs on both
+// gRPC APIs (--grpc_api=callback, the default, and sync).
 #include <cstring>
 #include <future>
+#include <map>
+#include <string>
 
 #include "buffers.h"
 #include "daemon_fixture.h"
@@ -13,23 +16,32 @@ namespace {
 
 using client::SharedMemoryBuffer;
 
-class BuffersTest : public ::testing::Test {
+// The parameter: the daemon's --grpc_api. One daemon per API, shared by the
+// suite's cases.
+class BuffersTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() { daemon_ = new Daemon({"--enable_test_ops"}); }
   static void TearDownTestSuite() {
-    EXPECT_EQ(daemon_->Terminate(), 0) << daemon_->Log();
-    delete daemon_;
+    for (auto& [api, d] : daemons_) {
+      EXPECT_EQ(d->Terminate(), 0) << d->Log();
+      delete d;
+    }
+    daemons_.clear();
   }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->Log(); }
+  void SetUp() override {
+    Daemon*& d = daemons_[GetParam()];
+    if (d == nullptr) d = new Daemon({"--enable_test_ops", "--grpc_api=" + GetParam()});
+    daemon_ = d;
+    ASSERT_TRUE(daemon_->ok()) << daemon_->Log();
+  }
   void TearDown() override {
     v1::ExecuteResponse resp;
     EXPECT_TRUE(daemon_->client().Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &resp).ok());
   }
   client::KernelClient& c() { return daemon_->client(); }
   std::unique_ptr<v1::BufferService::Stub> Stub() { return v1::BufferService::NewStub(c().channel()); }
-  static Daemon* daemon_;
+  static inline std::map<std::string, Daemon*> daemons_;
+  Daemon* daemon_ = nullptr;
 };
-Daemon* BuffersTest::daemon_ = nullptr;
 
 void Put(char* dst, const client::HostTensor& t) {
   std::string b = client::Encode(t.dtype, t.values);
@@ -47,7 +59,7 @@ std::vector<double> Scaled(const client::HostTensor& x, double f) {
   return ref["y"].values;
 }
 
-TEST_F(BuffersTest, ScaleWithSeparateOutputAtOffsets) {
+TEST_P(BuffersTest, ScaleWithSeparateOutputAtOffsets) {
   SharedMemoryBuffer shm(c(), 1 << 16);
   ASSERT_TRUE(shm.status().ok()) << shm.status().error_message();
   std::mt19937_64 rng(3);
@@ -72,7 +84,7 @@ TEST_F(BuffersTest, ScaleWithSeparateOutputAtOffsets) {
   EXPECT_EQ(Get(shm.data() + 256, DType::kBFloat16, 4097), x.values);
 }
 
-TEST_F(BuffersTest, ScaleInPlace) {
+TEST_P(BuffersTest, ScaleInPlace) {
   SharedMemoryBuffer shm(c(), 8192);
   ASSERT_TRUE(shm.status().ok());
   std::mt19937_64 rng(4);
@@ -88,7 +100,7 @@ TEST_F(BuffersTest, ScaleInPlace) {
   EXPECT_EQ(client::Compare(Get(shm.data() + 64, DType::kFloat32, 1000), Scaled(x, 3.0), 1e-5, 1e-5).mismatches, 0);
 }
 
-TEST_F(BuffersTest, InlineInputBufferOutput) {
+TEST_P(BuffersTest, InlineInputBufferOutput) {
   SharedMemoryBuffer shm(c(), 4096);
   ASSERT_TRUE(shm.status().ok());
   client::HostTensor x;
@@ -99,7 +111,7 @@ TEST_F(BuffersTest, InlineInputBufferOutput) {
   EXPECT_EQ(client::Compare(Get(shm.data() + 2, DType::kFloat16, 127), Scaled(x, 0.5), 1e-3, 1e-3).mismatches, 0);
 }
 
-TEST_F(BuffersTest, PartialOverlapRejected) {
+TEST_P(BuffersTest, PartialOverlapRejected) {
   SharedMemoryBuffer shm(c(), 4096);
   ASSERT_TRUE(shm.status().ok());
   v1::ExecuteRequest req;
@@ -113,7 +125,7 @@ TEST_F(BuffersTest, PartialOverlapRejected) {
   EXPECT_NE(st.error_message().find("overlaps input 'x'"), std::string::npos) << st.error_message();
 }
 
-TEST_F(BuffersTest, BadReferences) {
+TEST_P(BuffersTest, BadReferences) {
   SharedMemoryBuffer shm(c(), 1024);
   ASSERT_TRUE(shm.status().ok());
   auto run = [&](const v1::Tensor& x) {
@@ -140,7 +152,7 @@ TEST_F(BuffersTest, BadReferences) {
   EXPECT_NE(st.error_message().find("buf-999-deadbeef"), std::string::npos);
 }
 
-TEST_F(BuffersTest, RegistrationErrors) {
+TEST_P(BuffersTest, RegistrationErrors) {
   auto stub = Stub();
   {
     grpc::ClientContext ctx;
@@ -199,7 +211,7 @@ TEST_F(BuffersTest, RegistrationErrors) {
   }
 }
 
-TEST_F(BuffersTest, UnregisterTwiceAndList) {
+TEST_P(BuffersTest, UnregisterTwiceAndList) {
   SharedMemoryBuffer shm(c(), 4096, 0, "my-weights");
   ASSERT_TRUE(shm.status().ok());
   auto stub = Stub();
@@ -227,7 +239,7 @@ TEST_F(BuffersTest, UnregisterTwiceAndList) {
   EXPECT_EQ(stub->UnregisterBuffer(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(BuffersTest, UnregisterWhileInUseIsDeferred) {
+TEST_P(BuffersTest, UnregisterWhileInUseIsDeferred) {
   SharedMemoryBuffer shm(c(), 4096);
   ASSERT_TRUE(shm.status().ok());
   std::mt19937_64 rng(9);
@@ -256,7 +268,7 @@ TEST_F(BuffersTest, UnregisterWhileInUseIsDeferred) {
   EXPECT_EQ(Get(shm.data() + 2048, DType::kFloat32, 256), x.values);  // it ran to completion
 }
 
-TEST_F(BuffersTest, LeaseExpires) {
+TEST_P(BuffersTest, LeaseExpires) {
   SharedMemoryBuffer shm(c(), 4096, /*lease_seconds=*/1);
   ASSERT_TRUE(shm.status().ok());
   auto stub = Stub();
@@ -279,6 +291,8 @@ TEST_F(BuffersTest, LeaseExpires) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
   EXPECT_NE(st.error_message().find("lease expired"), std::string::npos) << st.error_message();
 }
+
+INSTANTIATE_TEST_SUITE_P(Apis, BuffersTest, ::testing::Values("callback", "sync"));
 
 TEST(BufferPermissions, RefusedBeyondLoopbackUnlessAllowed) {
   // Listening on all interfaces (traffic still only on loopback here).
