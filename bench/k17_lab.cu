@@ -1682,7 +1682,9 @@ bool SmSplitRun(const __half* x, float* y, int64_t rows, int64_t vocab, cudaStre
     } else {
       kern<<<grid, kT, 0, s>>>(x, y, vocab, Bi, chunk, scale, w.slots, w.cnt, w.cnt_rows,
                                w.epoch);
-      return LaunchOk();
+      if (LaunchOk()) return true;
+      --w.epoch;  // not launched: the counter sets stay as they were
+      return false;
     }
   };
   if (vocab % 4 == 0) return go(std::integral_constant<int, 4>{});
