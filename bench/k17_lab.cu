@@ -11,17 +11,22 @@
 //     (ops/add/cuda.cuh) against torch's layout (128-thread blocks, 1-4
 //     vectors a thread, loads first, one block per block-work) and wider
 //     blocks, hints, a grid-stride form.
+//   scale (float16, bfloat16; float32 with --dtypes): production (256
+//     threads, one vector a thread) against the add layouts.
 //   softmax decode (float16 -> float32, 1-64 rows x 4k-128k): the production
-//     plan (per row or cluster split) against rows split over the whole GPU
-//     (every block resident, partials exchanged through global memory).
+//     plan (per row or cluster split) against rows per block (named
+//     barriers, one (max, sum) reduction) and rows split over the whole GPU
+//     (every block resident, partials exchanged through global memory);
+//     the comment above SmRows / SmSplit names them.
 // Each variant is checked against a float64 host reference (hashed random
 // inputs, output poisoned with NaN first; large shapes on sampled rows) and
 // timed beside a device-to-device copy of the same bytes and beside the
 // production kernel: CUDA events, L2 read-flushed before each run, median of
 // --reps (kernel_bench's method). One table: shape, variant, us, x copy,
 // x current, correct; plus registers, spill bytes and resident blocks/SM.
+// A variant wrong at any shape is reported FAILED and not timed again.
 //
-//   k17_lab [--reps N] [--ops rmsnorm,add,softmax] [--dtypes float16,bfloat16,float32]
+//   k17_lab [--reps N] [--ops rmsnorm,add,scale,softmax] [--dtypes float16,bfloat16,float32]
 //           [--match S] [--skip S]
 // (--match / --skip: only / not the variants whose name contains S;
 // --dtypes: the rmsnorm and add dtypes, float16,bfloat16 unless given)
