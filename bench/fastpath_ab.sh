@@ -11,6 +11,12 @@
 #
 #   run(command="bench/fastpath_ab.sh", carry=[".device/kerneld.tar.gz"])
 #   VARIANTS=";--gpu_timing=events;--adaptive_spin_us=200" LEVELS=1,32 bench/fastpath_ab.sh
+#
+# AB_REQUEST and AB_FLOOR_FLAGS replace the request and the floor's flags
+# (the issue's other case, 16 float32 inline wherever the scheduler puts it:
+# AB_REQUEST="--dtype float32 --shape 16" AB_FLOOR_FLAGS=); TAG names the
+# logs' tarball ($OUT/fastpath$TAG.tar.gz); EXTRAS=0 skips completion_bench
+# and the --via stages.
 set -uo pipefail
 B=${BUNDLE:-.device/kerneld}
 OUT=${OUT:-gpu-logs}
@@ -26,11 +32,13 @@ for v in "${variants[@]}"; do
   i=$((i + 1))
   KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor \
     WINDOW_MS=${WINDOW_MS:-250} MAX_WINDOWS=${MAX_WINDOWS:-4} LEVELS=${LEVELS:-1,32} \
-    FLOORS=${FLOORS:-sync callback} FLOOR_FLAGS=--kernel KERNELD_FLAGS="$v" \
-    REQUEST="--backend cuda --via ipc --dtype float16 --shape 4096" JSON_DIR="$logs/json-$i" \
+    FLOORS=${FLOORS:-sync callback} FLOOR_FLAGS=${AB_FLOOR_FLAGS---kernel} KERNELD_FLAGS="$v" \
+    REQUEST=${AB_REQUEST:-"--backend cuda --via ipc --dtype float16 --shape 4096"} \
+    JSON_DIR="$logs/json-$i" \
     timeout 300 bench/perf_compare.sh >"$logs/variant-$i.txt" 2>&1
   echo "variant $i '${v}': rc=$?" | tee -a "$logs/summary.txt"
 done
+if [[ ${EXTRAS:-1} == 1 ]]; then
 timeout 90 "$B/bench/completion_bench" 150 3000 >"$logs/completion_bench.txt" 2>&1
 # The server's stages by where the tensors are (--via), one daemon, stream
 # ping-pong at one client: decode's share for each kind of reference.
@@ -48,19 +56,22 @@ for via in ${VIAS-ipc server-buffer shm inline}; do
 done
 kill "$kpid"
 wait "$kpid" 2>/dev/null
+fi
 mkdir -p "$OUT"
-tar czf "$OUT/fastpath.tar.gz" -C "$logs" .
+tar czf "$OUT/fastpath${TAG:-}.tar.gz" -C "$logs" .
 i=0
 for v in "${variants[@]}"; do
   i=$((i + 1))
-  echo "===== variant $i: kerneld flags '${v}' (kerneld / floor --kernel)"
+  echo "===== variant $i: kerneld flags '${v}' (kerneld / floor ${AB_FLOOR_FLAGS---kernel})"
   sed -n '/^## kerneld \/ floor/,$p' "$logs/variant-$i.txt"
   # The server's own stages at one client, per transport and mode.
   awk '/^## /{h=$0; n=0; next} /server p50/ && n++ == 0 {sub(/^ +/, ""); print h " | " $0}' \
     "$logs/variant-$i.txt" | cut -c1-230
 done
-echo "===== stages by --via (stream, one client)"
-awk '/^== /{v=$0} /server p50/{sub(/^ +/, ""); print v " | " $0}' "$logs/via.txt" | cut -c1-200
-echo "===== completion_bench"
-cat "$logs/completion_bench.txt"
+if [[ ${EXTRAS:-1} == 1 ]]; then
+  echo "===== stages by --via (stream, one client)"
+  awk '/^== /{v=$0} /server p50/{sub(/^ +/, ""); print v " | " $0}' "$logs/via.txt" | cut -c1-200
+  echo "===== completion_bench"
+  cat "$logs/completion_bench.txt"
+fi
 rm -rf "$logs"

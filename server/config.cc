@@ -78,6 +78,8 @@ std::string FlagsHelp() {
   --max_inflight_mb=N    request bytes held at once, inline inputs and outputs of all
                          requests in flight (default 4096); beyond: RESOURCE_EXHAUSTED
   --cpu_workers=N        requests the CPU backend runs at once (default 2)
+  --cuda_streams=N       requests one GPU runs at once, each on its own stream and worker
+                         thread (default 4); inline runs count too (--inline_max_kb)
   --cpu_threads=N        threads one CPU request may use (default: all cores)
   --queue_capacity=N     queued requests per device before RESOURCE_EXHAUSTED (1024)
   --worker_spin_us=N     an idle device thread polls its queue N us before it sleeps:
@@ -85,11 +87,11 @@ std::string FlagsHelp() {
   --adaptive_spin_us=N   an idle device thread polls up to N us, but only while tasks
                          arrived within the last 8 x N us: no CPU spent when the daemon
                          is idle (0: off)
-  --grpc_api=API         callback (default): Execute and ExecuteStream on gRPC's callback
-                         API; sync: on its sync API, each call handled on the thread that
-                         polled it (an open ExecuteStream holds a thread and runs its
-                         requests one at a time; measured faster only at one client on
-                         a 16-core host, slower under load: docs/performance.md)
+  --grpc_api=API         callback (default): every RPC on gRPC's callback API; sync: every
+                         RPC on its sync API, each call handled on the thread that polled
+                         it (an open ExecuteStream holds a thread and runs its requests
+                         one at a time, so one stream shared by many threads loses its
+                         concurrency); measured in docs/performance.md
   --gpu_timing=T         what a GPU request's execute time measures: host (default), the
                          worker's span from the launch call to seeing the work done, or
                          events, the GPU's own time between CUDA timing events around the
@@ -188,6 +190,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       {"cpu_workers",
        [&](const std::string& v) {
          return ParseInt(v, &cfg->cpu_workers) && cfg->cpu_workers > 0;
+       }},
+      {"cuda_streams",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->cuda_streams) && cfg->cuda_streams > 0 &&
+                cfg->cuda_streams <= 256;
        }},
       {"cpu_threads",
        [&](const std::string& v) {

@@ -19,6 +19,7 @@ struct Config {
   int max_message_mb = 256;
   int max_inflight_mb = 4096;         // request bytes held at once (inline in + out)
   int cpu_workers = 2;                // requests the CPU runs concurrently
+  int cuda_streams = 4;               // requests one GPU runs concurrently (a thread each)
   int cpu_threads = 0;                // intra-op threads; 0 = hardware concurrency
   int queue_capacity = 1024;          // per device; full -> RESOURCE_EXHAUSTED
   int worker_spin_us = 0;             // idle device threads poll this long before sleeping

@@ -52,7 +52,7 @@ void DiscoverCudaDevices(const Config& cfg, std::vector<std::unique_ptr<DeviceWo
     d.sm_count = p.multiProcessorCount;
     d.total_memory = static_cast<int64_t>(p.totalGlobalMem);
     d.l2_bytes = p.l2CacheSize;
-    out->push_back(std::make_unique<CudaWorker>(d, /*streams=*/4, cfg.queue_capacity,
+    out->push_back(std::make_unique<CudaWorker>(d, cfg.cuda_streams, cfg.queue_capacity,
                                                 cfg.gpu_timing == "events"));
   }
 }

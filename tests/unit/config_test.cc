@@ -44,5 +44,19 @@ TEST(Config, GrpcApiIsCallbackByDefaultAndTakesSync) {
   EXPECT_NE(err.find("grpc_api"), std::string::npos) << err;
 }
 
+TEST(Config, CudaStreamsDefaultFourAndBounded) {
+  Config d;
+  EXPECT_EQ(Parse({}, &d), "");
+  EXPECT_EQ(d.cuda_streams, 4);
+  Config s;
+  EXPECT_EQ(Parse({"--cuda_streams=32"}, &s), "");
+  EXPECT_EQ(s.cuda_streams, 32);
+  for (const char* bad : {"--cuda_streams=0", "--cuda_streams=257", "--cuda_streams=x"}) {
+    Config c;
+    const std::string err = Parse({bad}, &c);
+    EXPECT_NE(err.find("cuda_streams"), std::string::npos) << bad << ": " << err;
+  }
+}
+
 }  // namespace
 }  // namespace kerneld::server
