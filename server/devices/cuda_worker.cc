@@ -2,8 +2,12 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -43,26 +47,56 @@ std::string ErrText(cudaError_t e) {
 // threads, and callers that run small requests inline) owns a non-blocking
 // stream, a pair of timing events (--gpu_timing=events) and a no-timing
 // completion event for it, created on first use. Indexed by device ordinal:
-// one caller thread may serve several GPUs.
+// one caller thread may serve several GPUs. Destroyed with the thread:
+// gRPC's sync API ends and starts threads as load changes, and each of
+// them that ran a request inline held a stream and three events for good.
 struct ThreadState {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr, done = nullptr;
+  ThreadState() = default;
+  ThreadState(const ThreadState&) = delete;
+  ThreadState& operator=(const ThreadState&) = delete;
+  ThreadState(ThreadState&& o) noexcept { *this = std::move(o); }
+  ThreadState& operator=(ThreadState&& o) noexcept {
+    std::swap(stream, o.stream);
+    std::swap(start, o.start);
+    std::swap(stop, o.stop);
+    std::swap(done, o.done);
+    return *this;
+  }
+  ~ThreadState() {
+    // The stream's work is done (every request waits for its own); errors
+    // at process exit, with the context gone, are moot.
+    if (done) cudaEventDestroy(done);
+    if (stop) cudaEventDestroy(stop);
+    if (start) cudaEventDestroy(start);
+    if (stream) cudaStreamDestroy(stream);
+  }
 };
 
-// How long a thread polls its completion event before it waits in
-// cudaEventSynchronize. Measured on the H100 (bench/completion_bench.cu,
-// scale on 4096 float16 after an idle gap): polling an event 12.0 us p50,
-// 21.8 p99; cudaStreamSynchronize 11.4 p50, 51.7 p99. Past this a long
-// kernel is left to the driver's own wait.
-constexpr auto kPollFor = std::chrono::microseconds(200);
+// Completion is found by polling an event (cudaEventQuery): measured on the
+// H100 (bench/completion_bench.cu, scale on 4096 float16 after an idle gap)
+// 12.0 us p50 and 21.8 p99, against cudaStreamSynchronize's 11.4 and 51.7.
+// A poller holds a core, so at most half the cores poll at once, across
+// devices: with --cuda_streams above that (or many inline runs on gRPC's
+// threads) pollers took the CPU from the threads that serve the calls
+// (H100 host, 16 cores, --grpc_api=sync --cuda_streams=32 at 32 clients:
+// p99 12-28x the floor's). The others sleep in cudaEventSynchronize: the
+// event is made with cudaEventBlockingSync.
+std::atomic<int> g_pollers{0};
+const int kMaxPollers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
 
-// Waits for `done`: polls, then blocks. cudaSuccess or the stream's error.
+// Waits for `done`. cudaSuccess or the stream's error.
 cudaError_t WaitFor(cudaEvent_t done) {
-  const auto until = std::chrono::steady_clock::now() + kPollFor;
-  cudaError_t e;
-  while ((e = cudaEventQuery(done)) == cudaErrorNotReady) {
-    if (std::chrono::steady_clock::now() >= until) return cudaEventSynchronize(done);
+  cudaError_t e = cudaEventQuery(done);
+  if (e != cudaErrorNotReady) return e;
+  if (g_pollers.fetch_add(1, std::memory_order_relaxed) < kMaxPollers) {
+    while ((e = cudaEventQuery(done)) == cudaErrorNotReady) {
+    }
+  } else {
+    e = cudaEventSynchronize(done);
   }
+  g_pollers.fetch_sub(1, std::memory_order_relaxed);
   return e;
 }
 thread_local std::vector<ThreadState> t_states;
@@ -127,21 +161,18 @@ Status CudaWorker::EnsureThreadState() {
   }
   ThreadState& state = StateOf(dev);
   if (state.stream != nullptr) return Status::Ok();
-  // Built whole or not at all: a half-made state would pass the check above.
+  // Built whole or not at all: a half-made state would pass the check above
+  // (the destructor releases what was made).
   ThreadState made;
   cudaError_t e = cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
   const char* what = "cudaStreamCreate";
   if (e == cudaSuccess) e = cudaEventCreate(&made.start), what = "cudaEventCreate";
   if (e == cudaSuccess) e = cudaEventCreate(&made.stop), what = "cudaEventCreate";
   if (e == cudaSuccess)
-    e = cudaEventCreateWithFlags(&made.done, cudaEventDisableTiming), what = "cudaEventCreate";
-  if (e != cudaSuccess) {
-    if (made.stop) cudaEventDestroy(made.stop);
-    if (made.start) cudaEventDestroy(made.start);
-    if (made.stream) cudaStreamDestroy(made.stream);
-    return Internal(std::string(what) + ": " + ErrText(e));
-  }
-  state = made;
+    e = cudaEventCreateWithFlags(&made.done, cudaEventDisableTiming | cudaEventBlockingSync),
+    what = "cudaEventCreate";
+  if (e != cudaSuccess) return Internal(std::string(what) + ": " + ErrText(e));
+  state = std::move(made);
   // The impls' per-thread warm-up (cuBLASLt's handle: ~0.1 s on the first
   // gemm otherwise), once per thread and device: before the first task on a
   // pool thread, or on the first inline request of a caller thread.

@@ -38,6 +38,7 @@ class DeviceWorker {
   int queue_depth() const { return depth_.load(std::memory_order_relaxed); }
   int inflight() const { return inflight_.load(std::memory_order_relaxed); }
   int capacity() const { return capacity_; }
+  int threads() const { return threads_; }  // requests it runs at once
   // False once a sticky error made the device unusable.
   virtual bool healthy() const { return true; }
   // info() with the current health.
