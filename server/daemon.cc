@@ -1,6 +1,8 @@
 #include "daemon.h"
 
 #include <arpa/inet.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,9 +13,6 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "auth/tls.h"
 #include "service/sync_service.h"
@@ -43,8 +42,10 @@ std::string ProbeTcp(const std::string& addr) {
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(p));
   if (host == "localhost") host = "127.0.0.1";
-  if (host == "0.0.0.0" || host == "*" || host.empty()) sa.sin_addr.s_addr = INADDR_ANY;
-  else if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) return "";
+  if (host == "0.0.0.0" || host == "*" || host.empty())
+    sa.sin_addr.s_addr = INADDR_ANY;
+  else if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1)
+    return "";
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   int one = 1;
@@ -102,7 +103,8 @@ std::string Daemon::Start() {
     trace_ = std::make_unique<TraceWriter>(cfg_.trace_file, cfg_.trace_sample_rate);
     if (!trace_->ok()) return trace_->error();
   }
-  runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(), trace_.get());
+  runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(),
+                                            trace_.get());
   buffer_handlers_ = std::make_unique<BufferHandlers>(cfg_, *devices_, *buffers_);
   metrics_->SetSources(devices_.get(), buffers_.get());
   // --grpc_api=sync serves every service on the sync API: one callback
@@ -141,7 +143,8 @@ std::string Daemon::Start() {
     // uid (auth/peer_listener.h), then served by gRPC.
     if (!is_tls && UnixPeerListener::Serves(addrs[i])) {
       auto l = std::make_unique<UnixPeerListener>(addrs[i], peers_.get());
-      if (std::string err = l->Bind(); !err.empty()) return "cannot listen on " + addrs[i] + ": " + err;
+      if (std::string err = l->Bind(); !err.empty())
+        return "cannot listen on " + addrs[i] + ": " + err;
       unix_listeners_.push_back(std::move(l));
       continue;
     }
@@ -163,9 +166,10 @@ std::string Daemon::Start() {
     // inline builds its CUDA state and the impls' warm-up (cuBLASLt's
     // handle: ~0.1 s). As many pollers as the GPUs have streams keep those
     // threads (H100 host, --cuda_streams=32, 32 unary clients: p99 17x the
-    // floor's with gRPC's default, 0.56x with this). Without a GPU there is no such state, and more pollers only
-    // wake each other (2-core machine: 30x the context switches at 32
-    // unary clients), so gRPC's default stays.
+    // floor's with gRPC's default, 0.56x with this). Without a GPU there
+    // is no such state, and more pollers only wake each other (2-core
+    // machine: 30x the context switches at 32 unary clients), so gRPC's
+    // default stays.
     builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, std::max(2, gpu_streams));
   }
   builder.RegisterService(service_.get());
@@ -174,8 +178,9 @@ std::string Daemon::Start() {
   server_ = builder.BuildAndStart();
   if (!server_)
     return "cannot start the gRPC server on " + cfg_.listen +
-           (cfg_.tls_listen.empty() ? std::string(" (address in use or invalid)")
-                                    : " (address in use or invalid, or --tls_cert / --tls_key do not match)");
+           (cfg_.tls_listen.empty()
+                ? std::string(" (address in use or invalid)")
+                : " (address in use or invalid, or --tls_cert / --tls_key do not match)");
   std::vector<int> tcp_ports;
   for (size_t i = 0; i < addrs.size(); ++i) {
     if (i < n_plain && UnixPeerListener::Serves(addrs[i])) {
@@ -183,8 +188,8 @@ std::string Daemon::Start() {
       continue;
     }
     if (ports[i] == 0) return "cannot listen on " + addrs[i];
-    (i < n_plain ? bound_ : tls_bound_).push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" +
-                                                  std::to_string(ports[i]));
+    (i < n_plain ? bound_ : tls_bound_)
+        .push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" + std::to_string(ports[i]));
     tcp_ports.push_back(ports[i]);
   }
   buffer_handlers_->SetServerPorts(std::move(tcp_ports));
@@ -215,8 +220,7 @@ void Daemon::HealthLoop() {
   std::unique_lock<std::mutex> lock(health_mu_);
   while (!stopping_) {
     for (const auto& w : devices_->workers())
-      health()->SetServingStatus("kerneld.device/" + w->info().device.ToString(),
-                                                         w->healthy());
+      health()->SetServingStatus("kerneld.device/" + w->info().device.ToString(), w->healthy());
     health_cv_.wait_for(lock, std::chrono::milliseconds(500));
   }
 }
@@ -236,7 +240,8 @@ void Daemon::Shutdown() {
   // for in-flight requests is ours.
   runner_->BeginDrain();
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
+  const auto deadline =
+      start + std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
   // gRPC's shutdown cancels every call it still holds, and calls that arrive
   // once it began are killed too: clients read CANCELLED. So it waits until
   // nothing runs and no request was answered (UNAVAILABLE, while draining)

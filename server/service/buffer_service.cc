@@ -115,8 +115,8 @@ Status BufferHandlers::FindGpu(const std::string& name, DeviceInfo* out) const {
 }
 
 Status BufferHandlers::AddRegion(std::shared_ptr<Region> r, const Identity& id,
-                                    const std::string& name, uint32_t lease_seconds,
-                                    std::string* buffer_id) {
+                                 const std::string& name, uint32_t lease_seconds,
+                                 std::string* buffer_id) {
   r->name = name;
   r->owner = id.principal;
   r->lease_seconds = lease_seconds;
@@ -124,14 +124,14 @@ Status BufferHandlers::AddRegion(std::shared_ptr<Region> r, const Identity& id,
 }
 
 Status BufferHandlers::RegisterCudaIpcBuffer(const grpc::ServerContextBase& ctx,
-                              const v1::RegisterCudaIpcBufferRequest& req, v1::RegisterCudaIpcBufferResponse* resp) {
+                                             const v1::RegisterCudaIpcBufferRequest& req,
+                                             v1::RegisterCudaIpcBufferResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, true, &id); !st.ok()) return st;
   if (req.ipc_handle().size() != 64)
     return InvalidArgument("ipc_handle has " + std::to_string(req.ipc_handle().size()) +
-                                     " bytes; a cudaIpcMemHandle_t has exactly 64");
-  if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok())
-    return st;
+                           " bytes; a cudaIpcMemHandle_t has exactly 64");
+  if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok()) return st;
   DeviceInfo dev;
   if (req.device_uuid().empty())
     return InvalidArgument("device_uuid is empty; pass the GPU's UUID (GPU-...)");
@@ -142,8 +142,7 @@ Status BufferHandlers::RegisterCudaIpcBuffer(const grpc::ServerContextBase& ctx,
   // A CUDA IPC handle is a capability: whoever holds it may map the memory
   // (docs/security.md), so there is no owner to check it against.
   std::shared_ptr<Region> r;
-  if (Status st = OpenCudaIpc(req.ipc_handle(), dev, req.byte_size(), &r); !st.ok())
-    return st;
+  if (Status st = OpenCudaIpc(req.ipc_handle(), dev, req.byte_size(), &r); !st.ok()) return st;
   std::string buffer_id;
   if (Status st = AddRegion(std::move(r), id, req.name(), req.lease_seconds(), &buffer_id);
       !st.ok())
@@ -153,11 +152,11 @@ Status BufferHandlers::RegisterCudaIpcBuffer(const grpc::ServerContextBase& ctx,
 }
 
 Status BufferHandlers::AllocateBuffer(const grpc::ServerContextBase& ctx,
-                              const v1::AllocateBufferRequest& req, v1::AllocateBufferResponse* resp) {
+                                      const v1::AllocateBufferRequest& req,
+                                      v1::AllocateBufferResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
-  if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok())
-    return st;
+  if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok()) return st;
   const BufferQuota quota = ToBufferQuota(id.quota);
   // Before the allocation: a principal over its quota costs no GPU memory.
   if (Status st = registry_.CheckQuota(id.principal, req.byte_size(), quota); !st.ok())
@@ -178,11 +177,11 @@ Status BufferHandlers::AllocateBuffer(const grpc::ServerContextBase& ctx,
 }
 
 Status BufferHandlers::RegisterSharedMemory(const grpc::ServerContextBase& ctx,
-                              const v1::RegisterSharedMemoryRequest& req, v1::RegisterSharedMemoryResponse* resp) {
+                                            const v1::RegisterSharedMemoryRequest& req,
+                                            v1::RegisterSharedMemoryResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, true, &id); !st.ok()) return st;
-  if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok())
-    return st;
+  if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok()) return st;
   const BufferQuota quota = ToBufferQuota(id.quota);
   if (Status st = registry_.CheckQuota(id.principal, req.byte_size(), quota); !st.ok())
     return CountedQuota(st);
@@ -201,7 +200,8 @@ Status BufferHandlers::RegisterSharedMemory(const grpc::ServerContextBase& ctx,
 }
 
 Status BufferHandlers::UnregisterBuffer(const grpc::ServerContextBase& ctx,
-                              const v1::UnregisterBufferRequest& req, v1::UnregisterBufferResponse* resp) {
+                                        const v1::UnregisterBufferRequest& req,
+                                        v1::UnregisterBufferResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
   bool deferred = false;
@@ -212,7 +212,7 @@ Status BufferHandlers::UnregisterBuffer(const grpc::ServerContextBase& ctx,
 }
 
 Status BufferHandlers::RenewLease(const grpc::ServerContextBase& ctx,
-                              const v1::RenewLeaseRequest& req, v1::RenewLeaseResponse* resp) {
+                                  const v1::RenewLeaseRequest& req, v1::RenewLeaseResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
   std::shared_ptr<Region> r;
@@ -226,7 +226,8 @@ Status BufferHandlers::RenewLease(const grpc::ServerContextBase& ctx,
 }
 
 Status BufferHandlers::ListBuffers(const grpc::ServerContextBase& ctx,
-                              const v1::ListBuffersRequest& req, v1::ListBuffersResponse* resp) {
+                                   const v1::ListBuffersRequest& req,
+                                   v1::ListBuffersResponse* resp) {
   Identity id;
   if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
   if (req.all_principals()) {
@@ -251,81 +252,87 @@ Status BufferHandlers::ListBuffers(const grpc::ServerContextBase& ctx,
   return Status::Ok();
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
-                                                    const v1::RegisterCudaIpcBufferRequest* req,
-                                                    v1::RegisterCudaIpcBufferResponse* resp) {
+grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(
+    grpc::CallbackServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
+    v1::RegisterCudaIpcBufferResponse* resp) {
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
   r->Finish(ToGrpc(h_.RegisterCudaIpcBuffer(*ctx, *req, resp)));
   return r;
 }
 
 grpc::ServerUnaryReactor* BufferServiceImpl::AllocateBuffer(grpc::CallbackServerContext* ctx,
-                                                    const v1::AllocateBufferRequest* req,
-                                                    v1::AllocateBufferResponse* resp) {
+                                                            const v1::AllocateBufferRequest* req,
+                                                            v1::AllocateBufferResponse* resp) {
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
   r->Finish(ToGrpc(h_.AllocateBuffer(*ctx, *req, resp)));
   return r;
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                    const v1::RegisterSharedMemoryRequest* req,
-                                                    v1::RegisterSharedMemoryResponse* resp) {
+grpc::ServerUnaryReactor* BufferServiceImpl::RegisterSharedMemory(
+    grpc::CallbackServerContext* ctx, const v1::RegisterSharedMemoryRequest* req,
+    v1::RegisterSharedMemoryResponse* resp) {
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
   r->Finish(ToGrpc(h_.RegisterSharedMemory(*ctx, *req, resp)));
   return r;
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::UnregisterBuffer(grpc::CallbackServerContext* ctx,
-                                                    const v1::UnregisterBufferRequest* req,
-                                                    v1::UnregisterBufferResponse* resp) {
+grpc::ServerUnaryReactor* BufferServiceImpl::UnregisterBuffer(
+    grpc::CallbackServerContext* ctx, const v1::UnregisterBufferRequest* req,
+    v1::UnregisterBufferResponse* resp) {
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
   r->Finish(ToGrpc(h_.UnregisterBuffer(*ctx, *req, resp)));
   return r;
 }
 
 grpc::ServerUnaryReactor* BufferServiceImpl::RenewLease(grpc::CallbackServerContext* ctx,
-                                                    const v1::RenewLeaseRequest* req,
-                                                    v1::RenewLeaseResponse* resp) {
+                                                        const v1::RenewLeaseRequest* req,
+                                                        v1::RenewLeaseResponse* resp) {
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
   r->Finish(ToGrpc(h_.RenewLease(*ctx, *req, resp)));
   return r;
 }
 
 grpc::ServerUnaryReactor* BufferServiceImpl::ListBuffers(grpc::CallbackServerContext* ctx,
-                                                    const v1::ListBuffersRequest* req,
-                                                    v1::ListBuffersResponse* resp) {
+                                                         const v1::ListBuffersRequest* req,
+                                                         v1::ListBuffersResponse* resp) {
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
   r->Finish(ToGrpc(h_.ListBuffers(*ctx, *req, resp)));
   return r;
 }
 
-grpc::Status BufferServiceSyncImpl::RegisterCudaIpcBuffer(grpc::ServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
-                                       v1::RegisterCudaIpcBufferResponse* resp) {
+grpc::Status BufferServiceSyncImpl::RegisterCudaIpcBuffer(
+    grpc::ServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
+    v1::RegisterCudaIpcBufferResponse* resp) {
   return ToGrpc(h_.RegisterCudaIpcBuffer(*ctx, *req, resp));
 }
 
-grpc::Status BufferServiceSyncImpl::AllocateBuffer(grpc::ServerContext* ctx, const v1::AllocateBufferRequest* req,
-                                       v1::AllocateBufferResponse* resp) {
+grpc::Status BufferServiceSyncImpl::AllocateBuffer(grpc::ServerContext* ctx,
+                                                   const v1::AllocateBufferRequest* req,
+                                                   v1::AllocateBufferResponse* resp) {
   return ToGrpc(h_.AllocateBuffer(*ctx, *req, resp));
 }
 
-grpc::Status BufferServiceSyncImpl::RegisterSharedMemory(grpc::ServerContext* ctx, const v1::RegisterSharedMemoryRequest* req,
-                                       v1::RegisterSharedMemoryResponse* resp) {
+grpc::Status BufferServiceSyncImpl::RegisterSharedMemory(grpc::ServerContext* ctx,
+                                                         const v1::RegisterSharedMemoryRequest* req,
+                                                         v1::RegisterSharedMemoryResponse* resp) {
   return ToGrpc(h_.RegisterSharedMemory(*ctx, *req, resp));
 }
 
-grpc::Status BufferServiceSyncImpl::UnregisterBuffer(grpc::ServerContext* ctx, const v1::UnregisterBufferRequest* req,
-                                       v1::UnregisterBufferResponse* resp) {
+grpc::Status BufferServiceSyncImpl::UnregisterBuffer(grpc::ServerContext* ctx,
+                                                     const v1::UnregisterBufferRequest* req,
+                                                     v1::UnregisterBufferResponse* resp) {
   return ToGrpc(h_.UnregisterBuffer(*ctx, *req, resp));
 }
 
-grpc::Status BufferServiceSyncImpl::RenewLease(grpc::ServerContext* ctx, const v1::RenewLeaseRequest* req,
-                                       v1::RenewLeaseResponse* resp) {
+grpc::Status BufferServiceSyncImpl::RenewLease(grpc::ServerContext* ctx,
+                                               const v1::RenewLeaseRequest* req,
+                                               v1::RenewLeaseResponse* resp) {
   return ToGrpc(h_.RenewLease(*ctx, *req, resp));
 }
 
-grpc::Status BufferServiceSyncImpl::ListBuffers(grpc::ServerContext* ctx, const v1::ListBuffersRequest* req,
-                                       v1::ListBuffersResponse* resp) {
+grpc::Status BufferServiceSyncImpl::ListBuffers(grpc::ServerContext* ctx,
+                                                const v1::ListBuffersRequest* req,
+                                                v1::ListBuffersResponse* resp) {
   return ToGrpc(h_.ListBuffers(*ctx, *req, resp));
 }
 

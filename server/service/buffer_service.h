@@ -42,7 +42,8 @@ class BufferHandlers {
   Status RegisterSharedMemory(const grpc::ServerContextBase& ctx,
                               const v1::RegisterSharedMemoryRequest& req,
                               v1::RegisterSharedMemoryResponse* resp);
-  Status UnregisterBuffer(const grpc::ServerContextBase& ctx, const v1::UnregisterBufferRequest& req,
+  Status UnregisterBuffer(const grpc::ServerContextBase& ctx,
+                          const v1::UnregisterBufferRequest& req,
                           v1::UnregisterBufferResponse* resp);
   Status RenewLease(const grpc::ServerContextBase& ctx, const v1::RenewLeaseRequest& req,
                     v1::RenewLeaseResponse* resp);
@@ -72,17 +73,24 @@ class BufferServiceImpl final : public v1::BufferService::CallbackService {
  public:
   explicit BufferServiceImpl(BufferHandlers& h) : h_(h) {}
   grpc::ServerUnaryReactor* RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
-                                 const v1::RegisterCudaIpcBufferRequest* req, v1::RegisterCudaIpcBufferResponse* resp) override;
+                                                  const v1::RegisterCudaIpcBufferRequest* req,
+                                                  v1::RegisterCudaIpcBufferResponse* resp) override;
   grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx,
-                                 const v1::AllocateBufferRequest* req, v1::AllocateBufferResponse* resp) override;
+                                           const v1::AllocateBufferRequest* req,
+                                           v1::AllocateBufferResponse* resp) override;
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                 const v1::RegisterSharedMemoryRequest* req, v1::RegisterSharedMemoryResponse* resp) override;
+                                                 const v1::RegisterSharedMemoryRequest* req,
+                                                 v1::RegisterSharedMemoryResponse* resp) override;
   grpc::ServerUnaryReactor* UnregisterBuffer(grpc::CallbackServerContext* ctx,
-                                 const v1::UnregisterBufferRequest* req, v1::UnregisterBufferResponse* resp) override;
+                                             const v1::UnregisterBufferRequest* req,
+                                             v1::UnregisterBufferResponse* resp) override;
   grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx,
-                                 const v1::RenewLeaseRequest* req, v1::RenewLeaseResponse* resp) override;
+                                       const v1::RenewLeaseRequest* req,
+                                       v1::RenewLeaseResponse* resp) override;
   grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* ctx,
-                                 const v1::ListBuffersRequest* req, v1::ListBuffersResponse* resp) override;
+                                        const v1::ListBuffersRequest* req,
+                                        v1::ListBuffersResponse* resp) override;
+
  private:
   BufferHandlers& h_;
 };
@@ -91,18 +99,21 @@ class BufferServiceImpl final : public v1::BufferService::CallbackService {
 class BufferServiceSyncImpl final : public v1::BufferService::Service {
  public:
   explicit BufferServiceSyncImpl(BufferHandlers& h) : h_(h) {}
-  grpc::Status RegisterCudaIpcBuffer(grpc::ServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
-                    v1::RegisterCudaIpcBufferResponse* resp) override;
+  grpc::Status RegisterCudaIpcBuffer(grpc::ServerContext* ctx,
+                                     const v1::RegisterCudaIpcBufferRequest* req,
+                                     v1::RegisterCudaIpcBufferResponse* resp) override;
   grpc::Status AllocateBuffer(grpc::ServerContext* ctx, const v1::AllocateBufferRequest* req,
-                    v1::AllocateBufferResponse* resp) override;
-  grpc::Status RegisterSharedMemory(grpc::ServerContext* ctx, const v1::RegisterSharedMemoryRequest* req,
-                    v1::RegisterSharedMemoryResponse* resp) override;
+                              v1::AllocateBufferResponse* resp) override;
+  grpc::Status RegisterSharedMemory(grpc::ServerContext* ctx,
+                                    const v1::RegisterSharedMemoryRequest* req,
+                                    v1::RegisterSharedMemoryResponse* resp) override;
   grpc::Status UnregisterBuffer(grpc::ServerContext* ctx, const v1::UnregisterBufferRequest* req,
-                    v1::UnregisterBufferResponse* resp) override;
+                                v1::UnregisterBufferResponse* resp) override;
   grpc::Status RenewLease(grpc::ServerContext* ctx, const v1::RenewLeaseRequest* req,
-                    v1::RenewLeaseResponse* resp) override;
+                          v1::RenewLeaseResponse* resp) override;
   grpc::Status ListBuffers(grpc::ServerContext* ctx, const v1::ListBuffersRequest* req,
-                    v1::ListBuffersResponse* resp) override;
+                           v1::ListBuffersResponse* resp) override;
+
  private:
   BufferHandlers& h_;
 };

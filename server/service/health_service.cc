@@ -21,7 +21,8 @@ void SyncHealthService::SetServingStatus(bool serving) {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
     for (auto& [name, st] : statuses_)
-      st = serving ? health::HealthCheckResponse::SERVING : health::HealthCheckResponse::NOT_SERVING;
+      st =
+          serving ? health::HealthCheckResponse::SERVING : health::HealthCheckResponse::NOT_SERVING;
   }
   changed_.notify_all();
 }
@@ -40,8 +41,7 @@ SyncHealthService::ServingStatus SyncHealthService::StatusLocked(const std::stri
   return it == statuses_.end() ? health::HealthCheckResponse::SERVICE_UNKNOWN : it->second;
 }
 
-grpc::Status SyncHealthService::Check(grpc::ServerContext*,
-                                      const health::HealthCheckRequest* req,
+grpc::Status SyncHealthService::Check(grpc::ServerContext*, const health::HealthCheckRequest* req,
                                       health::HealthCheckResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
   const ServingStatus st = StatusLocked(req->service());
@@ -86,8 +86,7 @@ grpc::Status SyncHealthService::Watch(grpc::ServerContext* ctx,
     }
     // Its NOT_SERVING sent, a watch ends with the daemon: gRPC's shutdown
     // waits for every sync handler to return.
-    if (shut_down_)
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kerneld is shutting down");
+    if (shut_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kerneld is shutting down");
     // The sync API offers no callback when a call ends: look now and then.
     if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
     changed_.wait_for(lock, kWatchPoll);

@@ -18,8 +18,7 @@ constexpr int kExecuteStreamMethod = 1;
 
 }  // namespace
 
-std::function<bool()> CancelCheckAfter(std::chrono::nanoseconds wait,
-                                       std::function<bool()> check) {
+std::function<bool()> CancelCheckAfter(std::chrono::nanoseconds wait, std::function<bool()> check) {
   return [wait, check = std::move(check), since = std::chrono::steady_clock::now()] {
     return std::chrono::steady_clock::now() - since >= wait && check();
   };

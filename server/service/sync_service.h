@@ -45,7 +45,6 @@ class KernelServiceSyncImpl final : public KernelServiceSyncBase {
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
-
  private:
   // Runs one request on this thread's behalf and waits for its completion
   // (at once when the worker ran it inline, on this very thread).

@@ -2,12 +2,13 @@
 // place, separate outputs, offsets), leases, deferred unregister, and every
 // bad reference, each leaving the daemon serving. Every case runs on both
 // gRPC APIs (--grpc_api=callback, the default, and sync).
+#include "buffers.h"
+
 #include <cstring>
 #include <future>
 #include <map>
 #include <string>
 
-#include "buffers.h"
 #include "daemon_fixture.h"
 #include "reference.h"
 
@@ -38,7 +39,9 @@ class BuffersTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(daemon_->client().Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &resp).ok());
   }
   client::KernelClient& c() { return daemon_->client(); }
-  std::unique_ptr<v1::BufferService::Stub> Stub() { return v1::BufferService::NewStub(c().channel()); }
+  std::unique_ptr<v1::BufferService::Stub> Stub() {
+    return v1::BufferService::NewStub(c().channel());
+  }
   static inline std::map<std::string, Daemon*> daemons_;
   Daemon* daemon_ = nullptr;
 };
@@ -78,7 +81,8 @@ TEST_P(BuffersTest, ScaleWithSeparateOutputAtOffsets) {
   ASSERT_TRUE(resp.outputs().at("y").has_buffer());
   EXPECT_EQ(resp.outputs().at("y").buffer().offset(), 16384u);
   EXPECT_TRUE(resp.outputs().at("y").inline_data().empty());
-  auto cmp = client::Compare(Get(shm.data() + 16384, DType::kBFloat16, 4097), Scaled(x, -1.5), 1e-2, 1e-2);
+  auto cmp =
+      client::Compare(Get(shm.data() + 16384, DType::kBFloat16, 4097), Scaled(x, -1.5), 1e-2, 1e-2);
   EXPECT_EQ(cmp.mismatches, 0);
   // Input untouched.
   EXPECT_EQ(Get(shm.data() + 256, DType::kBFloat16, 4097), x.values);
@@ -97,7 +101,9 @@ TEST_P(BuffersTest, ScaleInPlace) {
   (*req.mutable_attrs())["factor"].set_f(3.0);
   v1::ExecuteResponse resp;
   ASSERT_TRUE(c().Execute(req, &resp).ok());
-  EXPECT_EQ(client::Compare(Get(shm.data() + 64, DType::kFloat32, 1000), Scaled(x, 3.0), 1e-5, 1e-5).mismatches, 0);
+  EXPECT_EQ(client::Compare(Get(shm.data() + 64, DType::kFloat32, 1000), Scaled(x, 3.0), 1e-5, 1e-5)
+                .mismatches,
+            0);
 }
 
 TEST_P(BuffersTest, InlineInputBufferOutput) {
@@ -108,7 +114,9 @@ TEST_P(BuffersTest, InlineInputBufferOutput) {
   (*req.mutable_outputs())["y"] = shm.Tensor(DType::kFloat16, {127}, 2);
   v1::ExecuteResponse resp;
   ASSERT_TRUE(c().Execute(req, &resp).ok());
-  EXPECT_EQ(client::Compare(Get(shm.data() + 2, DType::kFloat16, 127), Scaled(x, 0.5), 1e-3, 1e-3).mismatches, 0);
+  EXPECT_EQ(client::Compare(Get(shm.data() + 2, DType::kFloat16, 127), Scaled(x, 0.5), 1e-3, 1e-3)
+                .mismatches,
+            0);
 }
 
 TEST_P(BuffersTest, PartialOverlapRejected) {
@@ -144,7 +152,8 @@ TEST_P(BuffersTest, BadReferences) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
   st = run(shm.Tensor(DType::kFloat32, {4}, 2));
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(st.error_message().find("not a multiple of the element size 4"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("not a multiple of the element size 4"), std::string::npos)
+      << st.error_message();
   v1::Tensor ghost = shm.Tensor(DType::kFloat32, {4}, 0);
   ghost.mutable_buffer()->set_buffer_id("buf-999-deadbeef");
   st = run(ghost);
@@ -160,7 +169,8 @@ TEST_P(BuffersTest, RegistrationErrors) {
     req.set_shm_name("/kerneld-test-does-not-exist");
     req.set_byte_size(64);
     v1::RegisterSharedMemoryResponse resp;
-    EXPECT_EQ(stub->RegisterSharedMemory(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(stub->RegisterSharedMemory(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::NOT_FOUND);
   }
   {
     grpc::ClientContext ctx;
@@ -168,7 +178,8 @@ TEST_P(BuffersTest, RegistrationErrors) {
     req.set_shm_name("no-slash");
     req.set_byte_size(64);
     v1::RegisterSharedMemoryResponse resp;
-    EXPECT_EQ(stub->RegisterSharedMemory(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(stub->RegisterSharedMemory(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
   }
   {
     SharedMemoryBuffer shm(c(), 4096);
@@ -200,7 +211,8 @@ TEST_P(BuffersTest, RegistrationErrors) {
     req.set_device_uuid("GPU-00000000-0000-0000-0000-000000000000");
     req.set_byte_size(64);
     v1::RegisterCudaIpcBufferResponse resp;
-    EXPECT_EQ(stub->RegisterCudaIpcBuffer(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(stub->RegisterCudaIpcBuffer(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::NOT_FOUND);
   }
   {
     grpc::ClientContext ctx;
