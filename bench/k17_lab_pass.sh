@@ -102,3 +102,7 @@ for (op, dt, shape), r in rows.items():
     print(f"{op:8} {dt:9} {shape:12} {copy:8.2f} | {cur:8.2f} {x(copy, cur)} | "
           f"{bu:8.2f} {x(copy, bu)} {x(cur, bu)}  {bn}")
 PY
+# A device call returns only a few files: this pass's logs in one archive
+# ($OUT/k17_lab.tar.gz), best.txt beside it.
+(cd "$OUT" && logs=(gpu.txt k17_lab_*.txt peers.*) &&
+  tar czf k17_lab.tar.gz --ignore-failed-read "${logs[@]}" 2>/dev/null && rm -f "${logs[@]}")
