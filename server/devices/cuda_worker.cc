@@ -78,11 +78,11 @@ struct ThreadState {
 // H100 (bench/completion_bench.cu, scale on 4096 float16 after an idle gap)
 // 12.0 us p50 and 21.8 p99, against cudaStreamSynchronize's 11.4 and 51.7.
 // A poller holds a core, so at most half the cores poll at once, across
-// devices: with --cuda_streams above that (or many inline runs on gRPC's
-// threads) pollers took the CPU from the threads that serve the calls
-// (H100 host, 16 cores, --grpc_api=sync --cuda_streams=32 at 32 clients:
-// p99 12-28x the floor's). The others sleep in cudaEventSynchronize: the
-// event is made with cudaEventBlockingSync.
+// devices, however many streams (--cuda_streams) or inline runs on gRPC's
+// threads wait: the CPU stays with the threads that serve the calls. The
+// others sleep in cudaEventSynchronize: the event is made with
+// cudaEventBlockingSync. (The 12-28x p99 seen at --cuda_streams=32 was not
+// this but gRPC's sync thread churn: daemon.cc, MAX_POLLERS.)
 std::atomic<int> g_pollers{0};
 const int kMaxPollers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
 
