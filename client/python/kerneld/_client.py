@@ -11,14 +11,18 @@ import grpc
 from ._proto import kerneld_pb2 as pb
 from . import _channel
 from ._core import Prepared
-from ._errors import from_rpc_error, error_for
+from ._errors import KerneldError, from_rpc_error, error_for
 from ._ipc import IpcRegistry
 from ._schema import OpSchema, attr_python
 from ._shm import ShmPool, Segment, align
 from ._transport import CallStream
+from . import _native
 from ._tensors import NAMES, to_arg
 
 _KS = "/kerneld.v1.KernelService/"
+# A unary call that ended with these may still be running in the daemon: its
+# shared-memory segment is retired, never reused (ShmPool.retire).
+_MAY_RUN_ON = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 _BS = "/kerneld.v1.BufferService/"
 
 
@@ -405,31 +409,51 @@ class Client(_Base):
     tls=True alone uses the system's roots). shm=True: numpy arrays go through
     a shared-memory pool instead of inline. timeout: seconds per call (each
     call also takes timeout=). Every op is a method (see ops()).
-    rpc: how call() reaches the daemon. "stream" (the default without lb=):
-    every call of this client rides one persistent ExecuteStream (reopened
-    after a failure), about half the latency of "unary": one Execute RPC per
-    call. They differ also in a call abandoned by its caller (timeout,
-    KeyboardInterrupt): unary cancels it in the daemon, stream leaves it to
-    finish (docs/python.md). With lb= set (other than "pick_first") the
-    default is "unary": a stream is one RPC and stays on the one daemon it
-    was opened on, so only one RPC per call lets the policy spread calls.
+    rpc: how call() reaches the daemon.
+      "native" (the default where libkerneld_native is found, see
+        docs/python.md): one Execute RPC per call made by gRPC C++ on the
+        calling thread (no grpcio thread hops), the fastest;
+      "stream" (the default otherwise, without lb=): every call of this
+        client rides one persistent ExecuteStream (reopened after a
+        failure), about half the latency of "unary";
+      "unary": one Execute RPC per call through grpcio.
+    They differ in a call abandoned by its caller (timeout,
+    KeyboardInterrupt): native and unary cancel it in the daemon, stream
+    leaves it to finish (docs/python.md). With lb= set (other than
+    "pick_first") "stream" is never the default: a stream is one RPC and stays
+    on the one daemon it was opened on, so only one RPC per call lets the
+    policy spread calls.
     """
 
     def __init__(self, target="127.0.0.1:50051", timeout=None, shm=False, token=None, tls=False,
                  tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, lb=None,
                  options=None, lease_seconds=60, rpc=None):
+        lib, why = (None, None)
+        if rpc in (None, "native"):
+            lib, why = _native.load()
         if rpc is None:
-            rpc = "unary" if lb and lb != "pick_first" else "stream"
-        if rpc not in ("stream", "unary"):
-            raise ValueError("kerneld.Client: rpc=%r; 'stream' (one ExecuteStream for every call) "
-                             "or 'unary' (one Execute RPC per call)" % (rpc,))
+            rpc = "native" if lib is not None else (
+                "unary" if lb and lb != "pick_first" else "stream")
+        if rpc not in ("native", "stream", "unary"):
+            raise ValueError("kerneld.Client: rpc=%r; 'native' (Execute through libkerneld_native), "
+                             "'stream' (one ExecuteStream for every call) or 'unary' (one Execute "
+                             "RPC per call)" % (rpc,))
+        if rpc == "native" and lib is None:
+            raise ValueError("kerneld.Client: rpc='native' needs libkerneld_native: %s. Set "
+                             "KERNELD_NATIVE_LIB to its path (it is built and installed with the "
+                             "daemon, <prefix>/lib), or use rpc='stream'" % why)
         self._setup(target, timeout, shm, token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
                     lb, options, lease_seconds)
         self.rpc = rpc
         self._m = self._b.methods()  # one channel serves calls and buffers
         self._ids = itertools.count(1)
         self._calls = None
-        if rpc == "stream":
+        self._native = None
+        if rpc == "native":
+            self._native = _native.NativeCalls(lib, target, self._metadata, tls, tls_ca, tls_cert,
+                                               tls_key, tls_server_name, self._opts)
+            self._b.call_stream = self._native  # closed with the client's buffers
+        elif rpc == "stream":
             # Looked up in self._m when (re)opened, through a weak reference:
             # _Buffers (which closes it) must not keep the client alive.
             ref = weakref.ref(self)
@@ -490,15 +514,21 @@ class Client(_Base):
         """
         p = Prepared(self, op, args, kwargs)
         try:
-            if self._calls is not None:
+            if self._native is not None:
+                resp = pb.ExecuteResponse.FromString(self._native.execute(p.req, p.timeout))
+            elif self._calls is not None:
                 resp = self._calls.execute(p.req, p.timeout, p.detach)
             else:
                 resp = self._m["Execute"](p.req, timeout=p.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
-            p.release()
-            raise from_rpc_error(e) from None
-        except BaseException:
-            p.release()
+            err = from_rpc_error(e)
+            p.retire() if err.code in _MAY_RUN_ON else p.release()
+            raise err from None
+        except KerneldError as e:  # rpc="native"
+            p.retire() if e.code in _MAY_RUN_ON else p.release()
+            raise
+        except BaseException:  # KeyboardInterrupt: the call was cancelled, maybe mid-run
+            p.retire()
             raise
         return p.complete(resp)
 

@@ -412,6 +412,14 @@ class Prepared:
         if seg is not None:
             self.client._pool().give_back(seg)
 
+    def retire(self):
+        """For a unary call abandoned while the daemon may still run it: its
+        segment is unregistered (the daemon defers that until the request
+        ends) and unmapped, never reused by another call."""
+        seg, self.seg = self.seg, None
+        if seg is not None:
+            self.client._pool().retire(seg)
+
     def detach(self):
         """For a request left running in the daemon: what release() would do, to
         be run once its response arrives; release() then does nothing."""

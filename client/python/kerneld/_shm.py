@@ -104,6 +104,21 @@ class ShmPool:
                 return
             self._free.append(seg)
 
+    def retire(self, seg):
+        """A segment the daemon may still write (its call was abandoned):
+        unregistered (the daemon defers that while a request uses it),
+        unmapped and unlinked here, never handed to another call."""
+        with self._lock:
+            if seg in self._all:
+                self._all.remove(seg)
+            if seg in self._free:
+                self._free.remove(seg)
+        try:
+            self._unregister(seg.buffer_id)
+        except Exception:
+            pass  # the daemon may be gone; its lease ends the registration
+        seg.close()
+
     def segments(self):
         with self._lock:
             return list(self._all)

@@ -22,7 +22,23 @@ python3 -m venv "$VENV"
 # --no-cache-dir: a real install from PyPI each time, like a fresh machine.
 "$VENV/bin/python" -m pip install -q --no-cache-dir "$ROOT/client/python[test]"
 "$VENV/bin/python" -c 'import kerneld, google.protobuf, grpc, numpy; print("python tests: kerneld", kerneld.__version__, "| protobuf", google.protobuf.__version__, "| grpcio", grpc.__version__, "| numpy", numpy.__version__)'
+# libkerneld_native (rpc="native", the default where it is found) is built
+# beside the daemon: <build>/client/ in a build tree, <prefix>/lib installed.
+# The suite runs twice: with it (the default client is native), then without
+# (the default client is grpcio's stream), so both paths stay covered.
+TOP=$(cd "$(dirname "$BIN")/.." && pwd)
+NATIVE=
+for cand in "$TOP/client/libkerneld_native.so" "$TOP/lib/libkerneld_native.so"; do
+  [[ -f $cand ]] && { NATIVE=$cand; break; }
+done
+if [[ -z $NATIVE ]]; then
+  echo "python tests: no libkerneld_native.so beside $BIN (the build makes client/libkerneld_native.so)" >&2
+  exit 2
+fi
 # Run from the tests folder's parent's parent so that the source tree's
 # kerneld/ never shadows the installed package.
 cd "$ROOT"
-KERNELD_BIN=$BIN exec "$VENV/bin/pytest" -q -m "not gpu" -p no:cacheprovider client/python/tests "$@"
+echo "python tests: with libkerneld_native ($NATIVE)"
+KERNELD_BIN=$BIN KERNELD_NATIVE_LIB=$NATIVE "$VENV/bin/pytest" -q -m "not gpu" -p no:cacheprovider client/python/tests "$@"
+echo "python tests: without it (KERNELD_NATIVE_LIB=0)"
+KERNELD_BIN=$BIN KERNELD_NATIVE_LIB=0 exec "$VENV/bin/pytest" -q -m "not gpu" -p no:cacheprovider client/python/tests "$@"

@@ -16,9 +16,12 @@ def _conn(c):
     return c._calls._conn
 
 
-def test_default_is_stream_and_unary_is_an_option(daemon):
+def test_default_is_native_else_stream_and_unary_is_an_option(daemon):
     with kerneld.Client(daemon.target) as c:
-        assert c.rpc == "stream"
+        # native where libkerneld_native loads (KERNELD_NATIVE_LIB; run.sh runs
+        # the suite both ways), the stream otherwise
+        assert c.rpc == ("native" if kerneld._native.load()[0] is not None else "stream")
+    with kerneld.Client(daemon.target, rpc="stream") as c:
         x = np.arange(16, dtype=np.float32)
         np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
         assert _conn(c) is not None and not _conn(c).dead
@@ -30,7 +33,7 @@ def test_default_is_stream_and_unary_is_an_option(daemon):
 
 
 def test_threads_share_one_stream(daemon):
-    c = kerneld.Client(daemon.target, timeout=60)
+    c = kerneld.Client(daemon.target, timeout=60, rpc="stream")
     c.ops()
     c.scale(np.ones(4, np.float32), factor=1.0)
     first = _conn(c)
@@ -89,7 +92,7 @@ def _free_port():
 def test_daemon_restart_reopens_the_stream():
     port = _free_port()
     d = Daemon("--enable_test_ops=true", listen="127.0.0.1:%d" % port)
-    c = kerneld.Client("127.0.0.1:%d" % port, timeout=30)
+    c = kerneld.Client("127.0.0.1:%d" % port, timeout=30, rpc="stream")
     x = np.arange(32, dtype=np.float32)
     try:
         np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
@@ -130,7 +133,7 @@ def test_daemon_restart_reopens_the_stream():
 
 
 def test_deadline_exceeded_on_the_stream(daemon):
-    c = kerneld.Client(daemon.target)
+    c = kerneld.Client(daemon.target, rpc="stream")
     c.ops()
     x = np.ones(4, np.float32)
     c.scale(x, factor=1.0)
@@ -144,7 +147,7 @@ def test_deadline_exceeded_on_the_stream(daemon):
     np.testing.assert_array_equal(c.scale(x, factor=5.0, timeout=30), x * 5)
     assert _conn(c) is conn
     # a client-wide timeout= applies the same way
-    c2 = kerneld.Client(daemon.target, timeout=0.1)
+    c2 = kerneld.Client(daemon.target, timeout=0.1, rpc="stream")
     with pytest.raises(kerneld.DeadlineExceeded):
         c2.call("_test_sleep", x=x, ms=800.0)
     c2.close()
@@ -152,7 +155,7 @@ def test_deadline_exceeded_on_the_stream(daemon):
 
 
 def test_abandoned_shm_segment_returns_after_its_response(daemon):
-    c = kerneld.Client(daemon.target, shm=True)
+    c = kerneld.Client(daemon.target, shm=True, rpc="stream")
     c.ops()
     x = np.ones(1024, np.float32)
     np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)

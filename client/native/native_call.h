@@ -1,0 +1,76 @@
+// libkerneld_native: a C ABI over gRPC C++ for the Python client's calls
+// (client/python/kerneld/_native.py loads it with ctypes).
+//
+// Why it exists: grpcio's synchronous API hands every call to its own
+// threads (a request-consumer thread, the channel's spin thread) and back,
+// which costs the Python client 90-200 us over kernelctl a call (docs/
+// performance.md). Here a call is started and waited for on the caller's own
+// thread, on a completion queue of that thread, as kernelctl's are; ctypes
+// drops the GIL for the wait. Messages cross as serialized bytes: this
+// library links gRPC only, never protobuf (no second protobuf runtime beside
+// Python's).
+//
+// Every function is safe to call from any thread, but a call is waited for
+// and freed on the thread that started it (its completion queue is that
+// thread's). Strings are NUL-terminated UTF-8; byte ranges are (pointer,
+// length) and are only read during the function that takes them, except a
+// request's bytes, which must stay valid until the call is freed.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KD_NATIVE_ABI 1
+
+typedef struct kd_channel kd_channel;
+typedef struct kd_call kd_call;
+
+// KD_NATIVE_ABI of the library; a client checks it before anything else.
+int kd_abi_version(void);
+
+// A channel to `target` ("host:port", "unix:/path", any gRPC target).
+// tls != 0: TLS, verified against ca (PEM, or the system's roots when
+// ca_len is 0), with a client certificate when cert_len and key_len are set.
+// server_name: overrides the name checked in the daemon's certificate ("" for
+// none). args: n_args (key, value) pairs of channel arguments; a value that
+// parses fully as a decimal integer is set as an integer. Message sizes are
+// unlimited unless args say otherwise. On failure returns NULL and writes why
+// into err (err_len bytes, NUL-terminated).
+kd_channel* kd_channel_new(const char* target, int tls, const char* ca, size_t ca_len,
+                           const char* cert, size_t cert_len, const char* key, size_t key_len,
+                           const char* server_name, const char* const* arg_keys,
+                           const char* const* arg_values, size_t n_args, char* err,
+                           size_t err_len);
+void kd_channel_free(kd_channel* ch);
+
+// Starts a unary call of `method` ("/pkg.Service/Method") with the
+// serialized request (req, req_len: not copied; keep it alive until
+// kd_call_free). authorization: the metadata value to send as
+// "authorization" (NULL or "" for none). timeout_s > 0 sets a deadline.
+// Never NULL: a call that could not start completes with its status.
+kd_call* kd_call_start(kd_channel* ch, const char* method, const void* req, size_t req_len,
+                       const char* authorization, double timeout_s);
+
+// Waits up to wait_s seconds (< 0: until done) for the call. Returns its gRPC
+// status code (0 OK) once done, or -1 while it is still running.
+int kd_call_wait(kd_call* call, double wait_s);
+
+// Asks the daemon to cancel the call; kd_call_wait then returns CANCELLED
+// (1) or the status that came first.
+void kd_call_cancel(kd_call* call);
+
+// After kd_call_wait returned a code: the response's bytes (valid until
+// kd_call_free; size 0 on error) and the status message ("" when OK).
+const void* kd_call_data(kd_call* call, size_t* size);
+const char* kd_call_message(kd_call* call);
+
+// Frees the call. One still running is cancelled and waited for first.
+void kd_call_free(kd_call* call);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif

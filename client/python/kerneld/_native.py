@@ -1,0 +1,208 @@
+"""Client.call() over libkerneld_native (rpc="native"): a unary Execute made
+by gRPC C++ on the caller's own thread, reached through ctypes.
+
+Why: grpcio's synchronous API passes every call through its own threads and
+back; that is most of the Python client's cost over kernelctl (docs/
+performance.md). libkerneld_native (client/native/native_call.h) starts the
+call and waits for it on the calling thread's completion queue, as kernelctl
+does, with the GIL released while it waits. Requests and responses cross as
+serialized bytes.
+
+Where the library comes from, in order:
+  1. $KERNELD_NATIVE_LIB: a path to libkerneld_native.so ("0" or "off":
+     never use it);
+  2. next to the daemon: <prefix>/lib of a `kerneld` found on $PATH
+     (scripts/install's prefix and the relocatable package both put it there);
+  3. the loader's search path (ldconfig, $LD_LIBRARY_PATH).
+A library that is absent, does not load or has another ABI means the client
+uses grpcio ("stream"); Client(rpc="native") then raises ValueError saying
+which.
+
+Semantics are unary Execute's: one RPC per call; a deadline or a
+KeyboardInterrupt cancels the call in the daemon. The wait is cut into 0.2 s
+slices so that Ctrl-C reaches the calling thread.
+"""
+import ctypes
+import ctypes.util
+import os
+import shutil
+import threading
+
+import grpc
+
+from ._errors import error_for
+
+_ABI = 1
+_SLICE_S = 0.2
+_CODES = {s.value[0]: s for s in grpc.StatusCode}
+_EXECUTE = b"/kerneld.v1.KernelService/Execute"
+
+_lock = threading.Lock()
+_loaded = {}  # $KERNELD_NATIVE_LIB -> (lib or None, why not)
+
+
+def _candidates():
+    env = os.environ.get("KERNELD_NATIVE_LIB")
+    if env is not None:
+        if env.strip().lower() in ("", "0", "off", "no", "false"):
+            return None, "KERNELD_NATIVE_LIB=%s turns it off" % env
+        return [env], None
+    out = []
+    daemon = shutil.which("kerneld")
+    if daemon:
+        prefix = os.path.dirname(os.path.dirname(os.path.realpath(daemon)))
+        out.append(os.path.join(prefix, "lib", "libkerneld_native.so"))
+    found = ctypes.util.find_library("kerneld_native")
+    if found:
+        out.append(found)
+    out.append("libkerneld_native.so")  # $LD_LIBRARY_PATH
+    return out, None
+
+
+def _declare(lib):
+    c = ctypes
+    lib.kd_abi_version.restype = c.c_int
+    lib.kd_abi_version.argtypes = []
+    lib.kd_channel_new.restype = c.c_void_p
+    lib.kd_channel_new.argtypes = [c.c_char_p, c.c_int, c.c_char_p, c.c_size_t, c.c_char_p,
+                                   c.c_size_t, c.c_char_p, c.c_size_t, c.c_char_p,
+                                   c.POINTER(c.c_char_p), c.POINTER(c.c_char_p), c.c_size_t,
+                                   c.c_char_p, c.c_size_t]
+    lib.kd_channel_free.restype = None
+    lib.kd_channel_free.argtypes = [c.c_void_p]
+    lib.kd_call_start.restype = c.c_void_p
+    lib.kd_call_start.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_size_t, c.c_char_p,
+                                  c.c_double]
+    lib.kd_call_wait.restype = c.c_int
+    lib.kd_call_wait.argtypes = [c.c_void_p, c.c_double]
+    lib.kd_call_cancel.restype = None
+    lib.kd_call_cancel.argtypes = [c.c_void_p]
+    lib.kd_call_data.restype = c.c_void_p
+    lib.kd_call_data.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]
+    lib.kd_call_message.restype = c.c_char_p
+    lib.kd_call_message.argtypes = [c.c_void_p]
+    lib.kd_call_free.restype = None
+    lib.kd_call_free.argtypes = [c.c_void_p]
+
+
+def load():
+    """(the library, None), or (None, why it is not used)."""
+    key = os.environ.get("KERNELD_NATIVE_LIB")
+    with _lock:
+        if key in _loaded:
+            return _loaded[key]
+        paths, why = _candidates()
+        lib = None
+        if paths is not None:
+            tried = []
+            for p in paths:
+                if os.sep in p and not os.path.exists(p):
+                    tried.append("%s: no such file" % p)
+                    continue
+                try:
+                    cand = ctypes.CDLL(p)  # CDLL: the GIL is released during each call
+                    _declare(cand)
+                    abi = cand.kd_abi_version()
+                except (OSError, AttributeError) as e:
+                    tried.append("%s: %s" % (p, e))
+                    continue
+                if abi != _ABI:
+                    tried.append("%s: ABI %d, this client needs %d" % (p, abi, _ABI))
+                    continue
+                lib = cand
+                break
+            why = None if lib is not None else "libkerneld_native.so not usable (%s)" % "; ".join(tried)
+        _loaded[key] = (lib, why)
+        return lib, why
+
+
+def _bytes(v):
+    if v is None:
+        return None
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    with open(v, "rb") as f:
+        return f.read()
+
+
+class NativeCalls:
+    """Execute RPCs through libkerneld_native on one gRPC C++ channel of its
+    own (beside the client's grpcio channel, which serves everything else).
+    Thread-safe: each thread's calls wait on that thread's queue."""
+
+    def __init__(self, lib, target, metadata, tls, tls_ca, tls_cert, tls_key, server_name, options):
+        self._lib = lib
+        self._auth = None
+        for k, v in metadata or ():
+            if k == "authorization":
+                self._auth = v.encode()
+        ca, cert, key = _bytes(tls_ca), _bytes(tls_cert), _bytes(tls_key)
+        use_tls = 1 if (tls or ca or cert or key) else 0
+        keys, values = [], []
+        for k, v in options or ():
+            if k in ("grpc.max_send_message_length", "grpc.max_receive_message_length") and v == -1:
+                continue  # the library's default already
+            keys.append(str(k).encode())
+            values.append(str(v).encode())
+        n = len(keys)
+        err = ctypes.create_string_buffer(512)
+        self._ch = lib.kd_channel_new(
+            target.encode(), use_tls, ca, len(ca or b""), cert, len(cert or b""), key,
+            len(key or b""), (server_name or "").encode(), (ctypes.c_char_p * n)(*keys),
+            (ctypes.c_char_p * n)(*values), n, err, len(err))
+        if not self._ch:
+            raise ValueError("kerneld.Client: rpc='native' could not open a channel to %s: %s" %
+                             (target, err.value.decode(errors="replace")))
+        self._closed = False
+        self._busy = 0  # calls between start and free: the channel outlives them
+        self._guard = threading.Lock()
+
+    def execute(self, req, timeout=None):
+        """Sends req (an ExecuteRequest), returns the ExecuteResponse bytes;
+        raises KerneldError for a failed RPC."""
+        lib = self._lib
+        data = req.SerializeToString()
+        with self._guard:
+            if self._closed:
+                raise error_for(grpc.StatusCode.CANCELLED, "kerneld: the client is closed")
+            self._busy += 1
+        try:
+            call = lib.kd_call_start(self._ch, _EXECUTE, data, len(data), self._auth,
+                                     float(timeout) if timeout else 0.0)
+        except BaseException:
+            self._done()
+            raise
+        try:
+            code = lib.kd_call_wait(call, _SLICE_S)
+            while code < 0:  # between slices Python can raise KeyboardInterrupt here
+                code = lib.kd_call_wait(call, _SLICE_S)
+            if code != 0:
+                msg = lib.kd_call_message(call) or b""
+                raise error_for(_CODES.get(code, grpc.StatusCode.UNKNOWN),
+                                msg.decode("utf-8", errors="replace"))
+            n = ctypes.c_size_t()
+            p = lib.kd_call_data(call, ctypes.byref(n))
+            return ctypes.string_at(p, n.value) if n.value else b""
+        finally:
+            lib.kd_call_free(call)  # cancels and waits when we leave early
+            del data  # referenced by the call until here
+            self._done()
+
+    def _done(self):
+        with self._guard:
+            self._busy -= 1
+            free = self._closed and self._busy == 0 and self._ch is not None
+            ch, self._ch = (self._ch, None) if free else (None, self._ch)
+        if ch:
+            self._lib.kd_channel_free(ch)
+
+    def close(self):
+        """Refuses later calls; the channel goes when the last call in flight ends."""
+        with self._guard:
+            if self._closed:
+                return
+            self._closed = True
+            free = self._busy == 0
+            ch, self._ch = (self._ch, None) if free else (None, self._ch)
+        if ch:
+            self._lib.kd_channel_free(ch)

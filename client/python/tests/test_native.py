@@ -1,0 +1,234 @@
+"""call() through libkerneld_native (rpc="native"): the same results and
+errors as grpcio's paths, deadlines and Ctrl-C cancel the call, threads,
+close, TLS and tokens against the real daemon, and finding the library.
+
+tests/run.sh points KERNELD_NATIVE_LIB at the build's library and runs the
+suite a second time with it off; without the library these tests skip.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import kerneld
+from kerneld import _native
+from conftest import Daemon
+
+native = pytest.mark.skipif(_native.load()[0] is None,
+                            reason="libkerneld_native not found (%s)" % _native.load()[1])
+
+
+@native
+def test_results_and_errors_match_the_stream(daemon):
+    n = kerneld.Client(daemon.target, rpc="native")
+    s = kerneld.Client(daemon.target, rpc="stream")
+    try:
+        assert n.rpc == "native"
+        rng = np.random.default_rng(1)
+        for size in (1, 127, 4097):
+            x = rng.standard_normal(size).astype(np.float32)
+            np.testing.assert_array_equal(n.scale(x, factor=3.0), s.scale(x, factor=3.0))
+            y = np.full_like(x, np.nan)
+            n.scale(x, factor=3.0, out=y, via="shm")
+            np.testing.assert_allclose(y, x.astype(np.float64) * 3.0, rtol=1e-6)
+        y, info = n.call("scale", x=x, factor=2.0, return_info=True)
+        assert info["backend"] == "cpu" and info["total_ns"] > 0
+        for bad in (dict(op="nosuchop", x=x), dict(op="scale", x=x, factor="two")):
+            errs = []
+            for c in (n, s):
+                with pytest.raises(kerneld.KerneldError) as e:
+                    c.call(**bad)
+                errs.append((type(e.value), e.value.code, e.value.message))
+            assert errs[0] == errs[1] and errs[0][2], errs
+    finally:
+        n.close()
+        s.close()
+
+
+@native
+def test_deadline_cancels_in_the_daemon(new_daemon):
+    d = new_daemon("--enable_test_ops=true")
+    c = kerneld.Client(d.target, rpc="native")
+    x = np.ones(4, np.float32)
+    t0 = time.monotonic()
+    with pytest.raises(kerneld.DeadlineExceeded) as e:
+        c.call("_test_sleep", x=x, ms=2000.0, timeout=0.1)
+    assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - t0 < 1.0
+    np.testing.assert_array_equal(c.scale(x, factor=5.0, timeout=30), x * 5)
+    c2 = kerneld.Client(d.target, timeout=0.1, rpc="native")  # client-wide timeout=
+    with pytest.raises(kerneld.DeadlineExceeded):
+        c2.call("_test_sleep", x=x, ms=800.0)
+    c2.close()
+    c.close()
+
+
+@pytest.mark.parametrize("rpc", ["unary", "native"])
+def test_abandoned_unary_shm_segment_is_retired(new_daemon, rpc):
+    """A unary call given up on (deadline) may still run in the daemon, which
+    would then write into its shared-memory segment: the segment must never be
+    handed to another call. The old client gave it back to the pool."""
+    if rpc == "native" and _native.load()[0] is None:
+        pytest.skip("libkerneld_native not found")
+    d = new_daemon("--enable_test_ops=true")
+    c = kerneld.Client(d.target, shm=True, rpc=rpc)
+    c.ops()
+    x = np.ones(1024, np.float32)
+    np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
+    pool = c._shm_pool
+    (first,) = pool.segments()
+    with pytest.raises(kerneld.DeadlineExceeded):
+        c.call("_test_sleep", x=x, ms=700.0, timeout=0.1)
+    assert first not in pool.segments() and first not in pool._free  # retired, not reused
+    assert first.buffer_id not in [b["buffer_id"] for b in c.buffers()] or \
+        any(b["buffer_id"] == first.buffer_id and b.get("deferred") for b in c.buffers())
+    y = c.scale(x, factor=3.0)  # a fresh segment
+    np.testing.assert_array_equal(y, x * 3)
+    assert len(pool.segments()) == 1 and pool.segments()[0] is not first
+    c.close()
+
+
+@native
+def test_threads_share_one_native_client(daemon):
+    c = kerneld.Client(daemon.target, timeout=60, rpc="native")
+    errors = []
+
+    def work(t):
+        try:
+            rng = np.random.default_rng(t)
+            for i in range(60):
+                x = rng.standard_normal(int(rng.integers(1, 3000))).astype(np.float32)
+                y = c.scale(x, factor=float(t + 1), via="shm" if i % 3 == 0 else "inline")
+                np.testing.assert_allclose(y, x * (t + 1), rtol=1e-6)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+    c.close()
+
+
+@native
+def test_close_waits_for_calls_in_flight_then_refuses(new_daemon):
+    d = new_daemon("--enable_test_ops=true")
+    c = kerneld.Client(d.target, rpc="native", timeout=30)
+    x = np.ones(4, np.float32)
+    got = []
+    t = threading.Thread(target=lambda: got.append(c.call("_test_sleep", x=x, ms=400.0)))
+    t.start()
+    time.sleep(0.15)
+    c.close()  # the channel stays until the call in flight ends
+    t.join()
+    np.testing.assert_array_equal(got[0], x)
+    with pytest.raises(kerneld.KerneldError) as e:
+        c.scale(x, factor=1.0)
+    assert e.value.code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE) or \
+        isinstance(e.value, kerneld.KerneldError)
+
+
+@native
+def test_ctrl_c_interrupts_and_cancels_the_call(new_daemon):
+    d = new_daemon("--enable_test_ops=true")
+    child = textwrap.dedent("""
+        import sys, time, numpy as np, kerneld
+        c = kerneld.Client(sys.argv[1], rpc="native")
+        c.ops()
+        print("ready", flush=True)
+        t0 = time.monotonic()
+        try:
+            c.call("_test_sleep", x=np.ones(4, np.float32), ms=8000.0)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted after %.2f" % (time.monotonic() - t0))
+        print("after", c.scale(np.ones(2, np.float32), factor=2.0).tolist(), flush=True)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", child, d.target], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ))
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert "interrupted after" in out, out
+    assert float(out.split("interrupted after")[1].split()[0]) < 2.0, out
+    assert "after [2.0, 2.0]" in out, out
+
+
+def test_finding_the_library(daemon, monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELD_NATIVE_LIB", "0")
+    with kerneld.Client(daemon.target) as c:
+        assert c.rpc == "stream"  # turned off: grpcio's stream
+    with pytest.raises(ValueError, match="KERNELD_NATIVE_LIB=0 turns it off"):
+        kerneld.Client(daemon.target, rpc="native")
+    missing = str(tmp_path / "libkerneld_native.so")
+    monkeypatch.setenv("KERNELD_NATIVE_LIB", missing)
+    with pytest.raises(ValueError, match="no such file"):
+        kerneld.Client(daemon.target, rpc="native")
+    notalib = tmp_path / "not.so"
+    notalib.write_bytes(b"not an ELF file")
+    monkeypatch.setenv("KERNELD_NATIVE_LIB", str(notalib))
+    with kerneld.Client(daemon.target) as c:  # unusable: the client falls back
+        assert c.rpc == "stream"
+        assert (c.scale(np.ones(2, np.float32), factor=2.0) == 2).all()
+
+
+@native
+def test_tls_client_certificate_and_token_with_the_daemon(tmp_path):
+    import shutil
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    d = str(tmp_path)
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+         "-days", "1", "-subj", "/CN=test-ca")
+    for name in ("server", "client"):
+        ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out", name + ".csr",
+             "-subj", "/CN=" + ("localhost" if name == "server" else "py-native"))
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        ossl("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", name + ".pem", "-days", "1", "-extfile", name + ".ext")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("native-token-0123456789abcdef alice user\n")
+    p = lambda n: os.path.join(d, n)
+    dm = Daemon("--tls_listen=127.0.0.1:0", "--tls_cert=" + p("server.pem"),
+                "--tls_key=" + p("server.key"), "--tls_client_ca=" + p("ca.pem"),
+                "--auth_tokens=%s" % tokens)
+    try:
+        ready = open(os.path.join(dm.dir, "ready")).read().split()
+        tls_addr = [v for k, v in zip(ready[::2], ready[1::2]) if k == "grpc_tls"]
+        if not tls_addr:
+            pytest.skip("this kerneld reports no tls address in --ready_file")
+        port = tls_addr[0].rsplit(":", 1)[1]
+        target = "localhost:%s" % port
+        x = np.arange(5, dtype=np.float32)
+        c = kerneld.Client(target, rpc="native", tls_ca=p("ca.pem"), tls_cert=p("client.pem"),
+                           tls_key=p("client.key"), timeout=20)
+        np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
+        c.close()
+        no_cert = kerneld.Client(target, rpc="native", tls_ca=open(p("ca.pem"), "rb").read(),
+                                 timeout=10)
+        with pytest.raises(kerneld.Unavailable):
+            no_cert.scale(x, factor=2.0)
+        no_cert.close()
+        # plaintext with a token on the plain port: the token travels
+        good = kerneld.Client(dm.target, rpc="native", token="native-token-0123456789abcdef")
+        np.testing.assert_array_equal(good.scale(x, factor=2.0), x * 2)
+        bad = kerneld.Client(dm.target, rpc="native", token="wrong-token-0123456789abcdef")
+        with pytest.raises(kerneld.Unauthenticated):
+            bad.scale(x, factor=2.0)
+        good.close()
+        bad.close()
+    finally:
+        dm.stop()
