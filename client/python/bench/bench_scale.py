@@ -4,7 +4,10 @@
   python3 bench_scale.py --target 127.0.0.1:50051 --kernelctl build/client/kernelctl [--repeat 3000]
 
 Rows: cpu backend with inline numpy; cuda backend with torch tensors over
-CUDA IPC (when torch sees a GPU and the daemon has cuda). Also the first
+CUDA IPC (when torch sees a GPU and the daemon has cuda). The client is the
+default one (rpc="native" where libkerneld_native is found, e.g. with
+$KERNELD_NATIVE_LIB set); rows marked rpc=stream repeat a call through
+grpcio's ExecuteStream for comparison. Also the first
 call's registration cost (a new allocation: RegisterCudaIpcBuffer; a new
 client's shm pool: RegisterSharedMemory). Goal (issue 14): Python p50 within
 30 us of kernelctl's. Not a test: it prints numbers.
@@ -56,6 +59,9 @@ def main():
     rows, extra = [], {}
     c = kerneld.Client(a.target)
     c.ops()
+    cs = kerneld.Client(a.target, rpc="stream") if c.rpc != "stream" else None
+    if cs is not None:
+        cs.ops()
     x = (np.random.default_rng(0).standard_normal(4096)).astype(np.float16)
     y = np.empty_like(x)
 
@@ -63,6 +69,9 @@ def main():
     ts = timed(lambda: c.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
     k50, k99, kcmd = kernelctl(a.kernelctl, a.target, "inline", "cpu", a.repeat)
     rows.append(("cpu, inline (numpy)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+    if cs is not None:
+        ts = timed(lambda: cs.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
+        rows.append(("cpu, inline, rpc=stream", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
     with c.stream() as s:  # the same call, one at a time, on one ExecuteStream
         ts = timed(lambda: s.submit("scale", x, factor=2.0, out=y, backend="cpu").result(), a.repeat)
     rows.append(("cpu, inline, c.stream() one by one", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
@@ -103,6 +112,10 @@ def main():
         ts = timed(lambda: c.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
         k50, k99, kcmd = kernelctl(a.kernelctl, a.target, "ipc", "cuda", a.repeat)
         rows.append(("cuda, IPC (torch, out=)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+        if cs is not None:
+            ts = timed(lambda: cs.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
+            rows.append(("cuda, IPC (torch, out=), rpc=stream", pct(ts, 50), pct(ts, 99), k50, k99,
+                         kcmd))
         with c.stream() as s:
             ts = timed(lambda: s.submit("scale", xt, factor=2.0, out=yt, backend="cuda").result(), a.repeat)
         rows.append(("cuda, IPC, c.stream() one by one", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
@@ -114,8 +127,8 @@ def main():
     else:
         extra["gpu"] = "skipped: torch sees no GPU or the daemon has no cuda backend"
 
-    print("scale, 4096 float16, %d calls each, python %s, kerneld %s" %
-          (a.repeat, sys.version.split()[0], c.info()["version"]))
+    print("scale, 4096 float16, %d calls each, python %s, kerneld %s, client rpc=%s" %
+          (a.repeat, sys.version.split()[0], c.info()["version"], c.rpc))
     print("%-38s %10s %10s %12s %12s %10s" % ("path", "py p50 us", "py p99 us", "C++ p50 us",
                                               "C++ p99 us", "py - C++"))
     for name, p50, p99, k50, k99, _ in rows:
@@ -132,6 +145,8 @@ def main():
             json.dump({"rows": [dict(zip(("path", "py_p50_us", "py_p99_us", "cpp_p50_us", "cpp_p99_us",
                                           "kernelctl"), r)) for r in rows], "extra": extra}, f, indent=1)
     c.close()
+    if cs is not None:
+        cs.close()
 
 
 if __name__ == "__main__":

@@ -26,6 +26,13 @@ fi
 [[ -x $B/bin/kerneld ]] || { echo "gpu_pass: no $B/bin/kerneld (carry .device/kerneld or .device/kerneld.tar.gz)"; exit 2; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 2
 export PYTHONPATH=/tmp/site
+# rpc="native" (the default client) through the bundle's libkerneld_native;
+# GPU_PASS_NATIVE=0 runs everything on grpcio instead.
+if [[ ${GPU_PASS_NATIVE:-1} == 1 ]]; then
+  export KERNELD_NATIVE_LIB=$PWD/$B/lib/libkerneld_native.so
+else
+  export KERNELD_NATIVE_LIB=0
+fi
 python3 -c 'import kerneld, grpc, google.protobuf as pb, torch, numpy; import cupy; print("gpu_pass: kerneld", kerneld.__version__, "grpcio", grpc.__version__, "protobuf", pb.__version__, "torch", torch.__version__, "cupy", cupy.__version__, "numpy", numpy.__version__, "gpus", torch.cuda.device_count())' 2>&1 | tee "$OUT/versions.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/versions.txt"
 
