@@ -162,6 +162,28 @@ int kd_call_wait(kd_call* call, double wait_s) {
   return static_cast<int>(call->status.error_code());
 }
 
+int kd_call_spin(kd_call* call, double spin_s) {
+  if (call == nullptr) return static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT);
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(spin_s));
+  while (!call->done) {
+    void* tag = nullptr;
+    bool ok = false;
+    // A deadline in the past: one poll of the queue's pollset, no sleep.
+    auto r = call->cq->AsyncNext(&tag, &ok, std::chrono::system_clock::time_point{});
+    if (r == grpc::CompletionQueue::GOT_EVENT) {
+      static_cast<kd_call*>(tag)->done = true;
+    } else if (r == grpc::CompletionQueue::SHUTDOWN) {
+      call->status = grpc::Status(grpc::StatusCode::CANCELLED, "the thread's queue shut down");
+      call->done = true;
+    } else if (std::chrono::steady_clock::now() >= end) {
+      return -1;
+    }
+  }
+  return static_cast<int>(call->status.error_code());
+}
+
 void kd_call_cancel(kd_call* call) {
   if (call != nullptr && !call->done) call->ctx.TryCancel();
 }

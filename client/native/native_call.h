@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define KD_NATIVE_ABI 1
+#define KD_NATIVE_ABI 2
 
 typedef struct kd_channel kd_channel;
 typedef struct kd_call kd_call;
@@ -58,6 +58,11 @@ kd_call* kd_call_start(kd_channel* ch, const char* method, const void* req, size
 // Waits up to wait_s seconds (< 0: until done) for the call. Returns its gRPC
 // status code (0 OK) once done, or -1 while it is still running.
 int kd_call_wait(kd_call* call, double wait_s);
+
+// Like kd_call_wait, but busy-polls the thread's queue (never sleeps) for up
+// to spin_s seconds: the thread stays on its core, so a response that comes
+// within spin_s is seen without a wake-up. Returns -1 when spin_s passed.
+int kd_call_spin(kd_call* call, double spin_s);
 
 // Asks the daemon to cancel the call; kd_call_wait then returns CANCELLED
 // (1) or the status that came first.

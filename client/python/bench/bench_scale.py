@@ -62,6 +62,9 @@ def main():
     cs = kerneld.Client(a.target, rpc="stream") if c.rpc != "stream" else None
     if cs is not None:
         cs.ops()
+    c0 = kerneld.Client(a.target, spin_us=0) if c.rpc == "native" else None  # never spins
+    if c0 is not None:
+        c0.ops()
     x = (np.random.default_rng(0).standard_normal(4096)).astype(np.float16)
     y = np.empty_like(x)
 
@@ -69,6 +72,9 @@ def main():
     ts = timed(lambda: c.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
     k50, k99, kcmd = kernelctl(a.kernelctl, a.target, "inline", "cpu", a.repeat)
     rows.append(("cpu, inline (numpy)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+    if c0 is not None:
+        ts = timed(lambda: c0.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
+        rows.append(("cpu, inline, spin_us=0", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
     if cs is not None:
         ts = timed(lambda: cs.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
         rows.append(("cpu, inline, rpc=stream", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
@@ -112,6 +118,10 @@ def main():
         ts = timed(lambda: c.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
         k50, k99, kcmd = kernelctl(a.kernelctl, a.target, "ipc", "cuda", a.repeat)
         rows.append(("cuda, IPC (torch, out=)", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+        if c0 is not None:
+            ts = timed(lambda: c0.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
+            rows.append(("cuda, IPC (torch, out=), spin_us=0", pct(ts, 50), pct(ts, 99), k50, k99,
+                         kcmd))
         if cs is not None:
             ts = timed(lambda: cs.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
             rows.append(("cuda, IPC (torch, out=), rpc=stream", pct(ts, 50), pct(ts, 99), k50, k99,
@@ -145,8 +155,9 @@ def main():
             json.dump({"rows": [dict(zip(("path", "py_p50_us", "py_p99_us", "cpp_p50_us", "cpp_p99_us",
                                           "kernelctl"), r)) for r in rows], "extra": extra}, f, indent=1)
     c.close()
-    if cs is not None:
-        cs.close()
+    for other in (cs, c0):
+        if other is not None:
+            other.close()
 
 
 if __name__ == "__main__":

@@ -232,3 +232,17 @@ def test_tls_client_certificate_and_token_with_the_daemon(tmp_path):
         bad.close()
     finally:
         dm.stop()
+
+
+@native
+def test_spin_choices(daemon):
+    x = np.arange(7, dtype=np.float32)
+    for spin in (None, 0, 50, 1e6):
+        with kerneld.Client(daemon.target, rpc="native", spin_us=spin) as c:
+            for _ in range(3):
+                np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
+            if spin is None:  # the adaptive spin learned the calls' latency
+                assert c._native._ewma is not None and c._native._ewma > 0
+    for bad in (-1, "fast"):
+        with pytest.raises(ValueError, match="spin_us="):
+            kerneld.Client(daemon.target, rpc="native", spin_us=bad)

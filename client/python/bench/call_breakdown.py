@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Where a Python call's time goes beside kernelctl's, one daemon, one run.
+
+  python3 call_breakdown.py --target ADDR --kernelctl PATH [--calls 3000] [--rounds 3]
+
+For scale on 4096 float16 (numpy inline on the cpu backend; torch over CUDA
+IPC on cuda when torch sees a GPU), interleaved in rounds, p50 of each:
+  kernelctl      `kernelctl run --repeat` (C++ blocking stub, one thread)
+  full           client.scale(...) as a user calls it (rpc="native" with its
+                 adaptive spin, the same with spin_us=0, and rpc="stream")
+  transport      the transport alone on a request built once (native:
+                 NativeCalls.execute; stream: CallStream.execute)
+  prepare        building the request (Prepared: arguments, IPC lookups,
+                 stream synchronization) without sending it
+  complete       reading a response into the result
+  ctypes no-op   one call into libkerneld_native that does nothing
+Not a test: it prints numbers.
+"""
+import argparse
+import ctypes
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import kerneld
+from kerneld import _native
+from kerneld._core import Prepared
+from kerneld._proto import kerneld_pb2 as pb
+
+
+def p50(f, n, warm=200):
+    for _ in range(warm):
+        f()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        f()
+        ts.append(time.perf_counter_ns() - t0)
+    ts.sort()
+    return ts[len(ts) // 2] / 1e3
+
+
+def kernelctl(path, target, via, backend, n):
+    cmd = [path, "--target", target, "run", "scale", "--dtype", "float16", "--shape", "4096",
+           "--attr", "factor=2", "--repeat", str(n), "--via", via, "--backend", backend]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"client p50 ([\d.]+) us", r.stdout + r.stderr)
+    return float(m.group(1)) if m else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--kernelctl", required=True)
+    ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    clients = {}
+    for name, kw in (("native", dict(rpc="native")),
+                     ("native spin_us=0", dict(rpc="native", spin_us=0)),
+                     ("stream", dict(rpc="stream"))):
+        try:
+            clients[name] = kerneld.Client(a.target, **kw)
+        except ValueError as e:
+            print("rpc=%s: %s" % (name, e))
+    for c in clients.values():
+        c.ops()
+    lib = _native.load()[0]
+    cases = [("cpu inline numpy", "inline", "cpu",
+              np.random.default_rng(0).standard_normal(4096).astype(np.float16))]
+    try:
+        import torch
+        if torch.cuda.is_available() and "cuda" in clients["stream"].info()["backends"]:
+            cases.append(("cuda IPC torch", "ipc", "cuda",
+                          torch.randn(4096, device="cuda", dtype=torch.float16)))
+    except ImportError:
+        pass
+    rows = {}
+    for _ in range(a.rounds):
+        for name, via, backend, x in cases:
+            y = x.clone() if hasattr(x, "clone") else np.empty_like(x)
+            kw = dict(factor=2.0, out=y, backend=backend)
+            add = lambda k, v: rows.setdefault((name, k), []).append(v)
+            add("kernelctl", kernelctl(a.kernelctl, a.target, via, backend, a.calls))
+            for rpc, c in clients.items():
+                add("full, rpc=%s" % rpc, p50(lambda: c.scale(x, **kw), a.calls))
+                p = Prepared(c, "scale", (x,), kw)
+                if rpc.startswith("native"):
+                    add("transport, rpc=%s" % rpc, p50(lambda: c._native.execute(p.req), a.calls))
+                    raw = c._native.execute(p.req)
+                    resp = pb.ExecuteResponse.FromString(raw)
+                else:
+                    add("transport, rpc=stream", p50(lambda: c._calls.execute(p.req), a.calls))
+                add("prepare, rpc=%s" % rpc, p50(lambda: Prepared(c, "scale", (x,), kw), a.calls))
+            if "native" in clients:
+                c = clients["native"]
+
+                def prep_complete():
+                    Prepared(c, "scale", (x,), kw).complete(resp)
+                add("prepare + complete", p50(prep_complete, a.calls))
+        if lib is not None:
+            rows.setdefault(("-", "ctypes no-op"), []).append(p50(lib.kd_abi_version, a.calls))
+    print("scale 4096 float16, %d calls, median of %d rounds' p50 (us), python %s" %
+          (a.calls, a.rounds, sys.version.split()[0]))
+    for (name, k), v in rows.items():
+        print("%-18s %-24s %8.1f   %s" % (name, k, float(np.median(v)), " ".join("%.1f" % r for r in v)))
+    for c in clients.values():
+        c.close()
+
+
+if __name__ == "__main__":
+    main()
