@@ -87,19 +87,20 @@ def main():
             add("kernelctl", kernelctl(a.kernelctl, a.target, via, backend, a.calls))
             for rpc, c in clients.items():
                 add("full, rpc=%s" % rpc, p50(lambda: c.scale(x, **kw), a.calls))
-                p = Prepared(c, "scale", (x,), kw)
+                p = Prepared(c, "scale", (x,), dict(kw))  # Prepared pops out=, backend=
                 if rpc.startswith("native"):
                     add("transport, rpc=%s" % rpc, p50(lambda: c._native.execute(p.req), a.calls))
                     raw = c._native.execute(p.req)
                     resp = pb.ExecuteResponse.FromString(raw)
                 else:
                     add("transport, rpc=stream", p50(lambda: c._calls.execute(p.req), a.calls))
-                add("prepare, rpc=%s" % rpc, p50(lambda: Prepared(c, "scale", (x,), kw), a.calls))
+                add("prepare, rpc=%s" % rpc, p50(lambda: Prepared(c, "scale", (x,), dict(kw)),
+                                                 a.calls))
             if "native" in clients:
                 c = clients["native"]
 
                 def prep_complete():
-                    Prepared(c, "scale", (x,), kw).complete(resp)
+                    Prepared(c, "scale", (x,), dict(kw)).complete(resp)
                 add("prepare + complete", p50(prep_complete, a.calls))
         if lib is not None:
             rows.setdefault(("-", "ctypes no-op"), []).append(p50(lib.kd_abi_version, a.calls))

@@ -13,7 +13,7 @@ rm -f /tmp/kr; $B/bin/kerneld --listen 127.0.0.1:0 --metrics_listen off --ready_
 for _ in $(seq 300); do [[ -s /tmp/kr ]] && break; sleep 0.1; done
 T=$(awk '$1 == "grpc" && $2 !~ /^unix:/ {print $2}' /tmp/kr)
 nproc; uptime
-[[ -x $B/bench/native_call_probe ]] && $B/bench/native_call_probe $T 2000 3 2>&1 | tee $OUT/native_call_probe.txt
-python3 client/python/bench/call_breakdown.py --target $T --kernelctl $B/bin/kernelctl --calls 2000 --rounds 3 2>&1 | tee $OUT/breakdown.txt
+[[ ${CPROBE:-1} == 1 && -x $B/bench/native_call_probe ]] && $B/bench/native_call_probe $T 2000 3 2>&1 | tee $OUT/native_call_probe.txt
+python3 client/python/bench/call_breakdown.py --target $T --kernelctl $B/bin/kernelctl --calls 2000 --rounds ${ROUNDS:-3} 2>&1 | tee $OUT/breakdown.txt
 [[ ${PROBE:-1} == 1 ]] && python3 client/python/bench/gap_probe.py --target $T --calls 2000 2>&1 | tee $OUT/gap_probe.txt
 kill %1

@@ -401,7 +401,7 @@ class Client(_Base):
 
     Client(target="127.0.0.1:50051", timeout=None, shm=False, token=None,
            tls=False, tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
-           lb=None, options=None, lease_seconds=60)
+           lb=None, options=None, lease_seconds=60, rpc=None, spin_us=None)
 
     target: "host:port", "unix:/path", "dns:///host:port" (with lb="round_robin"
     to spread calls over every address). token: sent as `authorization: Bearer
