@@ -220,3 +220,183 @@ void kd_call_free(kd_call* call) {
 }
 
 }  // extern "C"
+
+// ---- streams ----
+
+namespace {
+
+// One asynchronous operation of a stream: its tag on the stream's queue.
+struct Op {
+  bool pending = false;
+  bool ok = false;
+};
+
+}  // namespace
+
+struct kd_stream {
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> rw;
+  Op start, write, read, writes_done, finish;
+  grpc::ByteBuffer request, response;
+  grpc::Slice response_slice;
+  grpc::Status status;
+  std::string message;
+  bool ended = false;  // Finish came back: status says why
+
+  bool Busy() const {
+    return start.pending || write.pending || read.pending || writes_done.pending ||
+           finish.pending;
+  }
+  // One event from the queue, waiting until `deadline`; false on timeout.
+  bool Pump(std::chrono::system_clock::time_point deadline) {
+    void* tag = nullptr;
+    bool ok = false;
+    auto r = cq.AsyncNext(&tag, &ok, deadline);
+    if (r != grpc::CompletionQueue::GOT_EVENT) return false;
+    auto* op = static_cast<Op*>(tag);
+    op->pending = false;
+    op->ok = ok;
+    return true;
+  }
+  void PumpWhile(bool (kd_stream::*busy)() const) {
+    while ((this->*busy)()) Pump(std::chrono::system_clock::time_point::max());
+  }
+  // Ends the stream (every other operation over) and keeps its status; an
+  // end without an error status still ended the exchange: UNAVAILABLE.
+  void End(double wait_s) {
+    if (ended) return;
+    finish.pending = true;
+    rw->Finish(&status, &finish);
+    const auto deadline = After(wait_s);
+    while (finish.pending) {
+      if (!Pump(deadline)) {
+        ctx.TryCancel();
+        PumpWhile(&kd_stream::Busy);
+      }
+    }
+    ended = true;
+    if (status.ok()) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "kerneld: the daemon ended the call stream before this response");
+    }
+  }
+};
+
+extern "C" {
+
+kd_stream* kd_stream_open(kd_channel* ch, const char* method, const char* authorization) {
+  auto* s = new kd_stream;
+  if (authorization != nullptr && *authorization != '\0') {
+    s->ctx.AddMetadata("authorization", authorization);
+  }
+  s->rw = ch->stub->PrepareCall(&s->ctx, method, &s->cq);
+  s->start.pending = true;
+  s->rw->StartCall(&s->start);
+  return s;
+}
+
+int kd_stream_send(kd_stream* s, const void* req, size_t req_len) {
+  if (s->ended) return static_cast<int>(s->status.error_code());
+  if (s->write.pending || s->read.pending) {
+    return static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION);  // misuse: one at a time
+  }
+  // The first Write waits for StartCall's operation (sending the initial
+  // metadata): gRPC refuses a second batch with it still pending.
+  while (s->start.pending) s->Pump(std::chrono::system_clock::time_point::max());
+  if (!s->start.ok) {
+    s->End(1.0);
+    return static_cast<int>(s->status.error_code());
+  }
+  s->response_slice = grpc::Slice();
+  s->response.Clear();
+  grpc::Slice slice(req, req_len, grpc::Slice::STATIC_SLICE);
+  s->request = grpc::ByteBuffer(&slice, 1);
+  s->write.pending = true;
+  s->rw->Write(s->request, &s->write);
+  s->read.pending = true;
+  s->rw->Read(&s->response, &s->read);
+  return 0;
+}
+
+int kd_stream_wait(kd_stream* s, double spin_s, double wait_s, int* sent) {
+  if (sent != nullptr) *sent = 0;
+  if (s->ended) return static_cast<int>(s->status.error_code());
+  const auto spin_end = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(spin_s > 0 ? spin_s : 0));
+  const auto deadline =
+      wait_s < 0 ? std::chrono::system_clock::time_point::max() : After(wait_s);
+  bool spinning = spin_s > 0;
+  while (s->start.pending || s->write.pending || s->read.pending) {
+    if (spinning) {
+      // A deadline in the past: one poll, no sleep.
+      if (!s->Pump(std::chrono::system_clock::time_point{}) &&
+          std::chrono::steady_clock::now() >= spin_end) {
+        spinning = false;
+      }
+    } else if (!s->Pump(deadline)) {
+      return -1;
+    }
+  }
+  if (!s->start.ok || !s->write.ok || !s->read.ok) {
+    if (sent != nullptr) *sent = s->start.ok && s->write.ok ? 1 : 0;
+    s->End(1.0);
+    return static_cast<int>(s->status.error_code());
+  }
+  if (sent != nullptr) *sent = 1;
+  return 0;
+}
+
+const void* kd_stream_data(kd_stream* s, size_t* size) {
+  if (s->ended || s->read.pending || !s->read.ok) {
+    if (size != nullptr) *size = 0;
+    return nullptr;
+  }
+  if (s->response_slice.size() == 0 && s->response.Length() > 0 &&
+      !s->response.DumpToSingleSlice(&s->response_slice).ok()) {
+    if (size != nullptr) *size = 0;
+    return nullptr;
+  }
+  if (size != nullptr) *size = s->response_slice.size();
+  return s->response_slice.begin();
+}
+
+const char* kd_stream_message(kd_stream* s) {
+  s->message = s->ended ? s->status.error_message() : std::string();
+  return s->message.c_str();
+}
+
+void kd_stream_cancel(kd_stream* s) {
+  if (!s->ended) s->ctx.TryCancel();
+}
+
+void kd_stream_free(kd_stream* s) {
+  if (s == nullptr) return;
+  if (!s->ended) {
+    if (s->start.pending || s->write.pending || s->read.pending) {
+      s->ctx.TryCancel();  // an unfinished exchange: nothing more will be read
+      s->PumpWhile(&kd_stream::Busy);
+    } else if (s->start.ok) {
+      // Idle: tell the daemon we are done, so the stream ends cleanly.
+      s->writes_done.pending = true;
+      s->rw->WritesDone(&s->writes_done);
+      const auto deadline = After(1.0);
+      while (s->writes_done.pending) {
+        if (!s->Pump(deadline)) {
+          s->ctx.TryCancel();
+          s->PumpWhile(&kd_stream::Busy);
+        }
+      }
+    }
+    s->End(1.0);
+  }
+  s->cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (s->cq.Next(&tag, &ok)) {
+  }
+  delete s;
+}
+
+}  // extern "C"

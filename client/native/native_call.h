@@ -76,6 +76,44 @@ const char* kd_call_message(kd_call* call);
 // Frees the call. One still running is cancelled and waited for first.
 void kd_call_free(kd_call* call);
 
+// ---- a bidirectional stream, one request and one response at a time ----
+//
+// kerneld's ExecuteStream skips the per-call setup of a unary RPC (a new
+// HTTP/2 stream, headers, trailers). The Python client keeps one per thread
+// that calls, so a stream never has two requests in flight and needs no
+// matching of responses. A stream has its own completion queue: any thread
+// may use or free it, one at a time.
+typedef struct kd_stream kd_stream;
+
+// Opens `method` on ch with the "authorization" metadata (NULL or "" for
+// none). Never NULL; a stream that could not open fails its first exchange.
+kd_stream* kd_stream_open(kd_channel* ch, const char* method, const char* authorization);
+
+// Sends one serialized request (not copied: keep it alive until the
+// exchange is over) and posts the read of one response. Returns 0, or the
+// stream's gRPC status code when it has already ended.
+int kd_stream_send(kd_stream* s, const void* req, size_t req_len);
+
+// Waits for the exchange: busy-polls up to spin_s, then sleeps up to
+// wait_s (< 0: until done). Returns 0 when the response is in, -1 when the
+// time passed first, or the stream's gRPC status code (> 0) when it ended:
+// then *sent tells whether the request went out before it did (0: it never
+// reached the daemon, and may be sent again on a new stream).
+int kd_stream_wait(kd_stream* s, double spin_s, double wait_s, int* sent);
+
+// After kd_stream_wait returned 0: the response's bytes (valid until the
+// next kd_stream_send or kd_stream_free). After it returned > 0: the status
+// message.
+const void* kd_stream_data(kd_stream* s, size_t* size);
+const char* kd_stream_message(kd_stream* s);
+
+// Cancels the stream (a request in flight is cancelled in the daemon); the
+// exchange then ends with CANCELLED. Free it afterwards.
+void kd_stream_cancel(kd_stream* s);
+
+// Ends the stream (cancelled when an exchange is unfinished) and frees it.
+void kd_stream_free(kd_stream* s);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -7,7 +7,8 @@ For scale on 4096 float16 (numpy inline on the cpu backend; torch over CUDA
 IPC on cuda when torch sees a GPU), interleaved in rounds, p50 of each:
   kernelctl      `kernelctl run --repeat` (C++ blocking stub, one thread)
   full           client.scale(...) as a user calls it (rpc="native" with its
-                 adaptive spin, the same with spin_us=0, and rpc="stream")
+                 adaptive spin, the same with spin_us=0, rpc="native_unary" and
+                 rpc="stream")
   transport      the transport alone on a request built once (native:
                  NativeCalls.execute; stream: CallStream.execute)
   prepare        building the request (Prepared: arguments, IPC lookups,
@@ -61,6 +62,7 @@ def main():
     clients = {}
     for name, kw in (("native", dict(rpc="native")),
                      ("native spin_us=0", dict(rpc="native", spin_us=0)),
+                     ("native_unary", dict(rpc="native_unary")),
                      ("stream", dict(rpc="stream"))):
         try:
             clients[name] = kerneld.Client(a.target, **kw)

@@ -411,19 +411,21 @@ class Client(_Base):
     call also takes timeout=). Every op is a method (see ops()).
     rpc: how call() reaches the daemon.
       "native" (the default where libkerneld_native is found, see
-        docs/python.md): one Execute RPC per call made by gRPC C++ on the
-        calling thread (no grpcio thread hops), the fastest;
-      "stream" (the default otherwise, without lb=): every call of this
-        client rides one persistent ExecuteStream (reopened after a
-        failure), about half the latency of "unary";
-      "unary": one Execute RPC per call through grpcio.
+        docs/python.md): gRPC C++ on the calling thread (no grpcio thread
+        hops), each calling thread on an ExecuteStream of its own;
+      "native_unary": the same library, one Execute RPC per call (the
+        default with lb=);
+      "stream" (the default without the library, and without lb=): grpcio,
+        every call of this client on one persistent ExecuteStream (reopened
+        after a failure), about half the latency of "unary";
+      "unary": grpcio, one Execute RPC per call.
     They differ in a call abandoned by its caller (timeout,
-    KeyboardInterrupt): native and unary cancel it in the daemon, stream
-    leaves it to finish (docs/python.md). With lb= set (other than
-    "pick_first") "stream" is never the default: a stream is one RPC and stays
-    on the one daemon it was opened on, so only one RPC per call lets the
-    policy spread calls.
-    spin_us (rpc="native"): how long a call busy-polls for its response
+    KeyboardInterrupt): the native ones and unary cancel it in the daemon,
+    stream leaves it to finish (docs/python.md). With lb= set (other than
+    "pick_first") the default is one RPC per call: a stream stays on the one
+    daemon it was opened on, so only one RPC per call lets the policy spread
+    calls.
+    spin_us (the native ones): how long a call busy-polls for its response
     before it sleeps; None (the default) adapts to recent calls (up to
     twice their latency, none once they take over 250 us), 0 never spins.
     A wake-up after sleeping is what a fast call mostly pays on a virtual
@@ -434,19 +436,23 @@ class Client(_Base):
                  tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, lb=None,
                  options=None, lease_seconds=60, rpc=None, spin_us=None):
         lib, why = (None, None)
-        if rpc in (None, "native"):
+        if rpc in (None, "native", "native_unary"):
             lib, why = _native.load()
+        spread = bool(lb) and lb != "pick_first"
         if rpc is None:
-            rpc = "native" if lib is not None else (
-                "unary" if lb and lb != "pick_first" else "stream")
-        if rpc not in ("native", "stream", "unary"):
-            raise ValueError("kerneld.Client: rpc=%r; 'native' (Execute through libkerneld_native), "
-                             "'stream' (one ExecuteStream for every call) or 'unary' (one Execute "
-                             "RPC per call)" % (rpc,))
-        if rpc == "native" and lib is None:
-            raise ValueError("kerneld.Client: rpc='native' needs libkerneld_native: %s. Set "
+            if lib is not None:
+                rpc = "native_unary" if spread else "native"
+            else:
+                rpc = "unary" if spread else "stream"
+        if rpc not in ("native", "native_unary", "stream", "unary"):
+            raise ValueError("kerneld.Client: rpc=%r; 'native' (libkerneld_native: an "
+                             "ExecuteStream per calling thread), 'native_unary' (libkerneld_native: "
+                             "one Execute RPC per call), 'stream' (grpcio: one ExecuteStream for "
+                             "every call) or 'unary' (grpcio: one Execute RPC per call)" % (rpc,))
+        if rpc.startswith("native") and lib is None:
+            raise ValueError("kerneld.Client: rpc=%r needs libkerneld_native: %s. Set "
                              "KERNELD_NATIVE_LIB to its path (it is built and installed with the "
-                             "daemon, <prefix>/lib), or use rpc='stream'" % why)
+                             "daemon, <prefix>/lib), or use rpc='stream'" % (rpc, why))
         self._setup(target, timeout, shm, token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
                     lb, options, lease_seconds)
         self.rpc = rpc
@@ -454,9 +460,10 @@ class Client(_Base):
         self._ids = itertools.count(1)
         self._calls = None
         self._native = None
-        if rpc == "native":
+        if rpc.startswith("native"):
             self._native = _native.NativeCalls(lib, target, self._metadata, tls, tls_ca, tls_cert,
-                                               tls_key, tls_server_name, self._opts, spin_us)
+                                               tls_key, tls_server_name, self._opts, spin_us,
+                                               stream=(rpc == "native"))
             self._b.call_stream = self._native  # closed with the client's buffers
         elif rpc == "stream":
             # Looked up in self._m when (re)opened, through a weak reference:

@@ -49,6 +49,7 @@ _SPIN_MAX_S = 250e-6
 _EWMA = 0.125
 _CODES = {s.value[0]: s for s in grpc.StatusCode}
 _EXECUTE = b"/kerneld.v1.KernelService/Execute"
+_EXECUTE_STREAM = b"/kerneld.v1.KernelService/ExecuteStream"
 
 _lock = threading.Lock()
 _loaded = {}  # $KERNELD_NATIVE_LIB -> (lib or None, why not)
@@ -90,6 +91,20 @@ def _declare(lib):
     lib.kd_call_wait.argtypes = [c.c_void_p, c.c_double]
     lib.kd_call_spin.restype = c.c_int
     lib.kd_call_spin.argtypes = [c.c_void_p, c.c_double]
+    lib.kd_stream_open.restype = c.c_void_p
+    lib.kd_stream_open.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p]
+    lib.kd_stream_send.restype = c.c_int
+    lib.kd_stream_send.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t]
+    lib.kd_stream_wait.restype = c.c_int
+    lib.kd_stream_wait.argtypes = [c.c_void_p, c.c_double, c.c_double, c.POINTER(c.c_int)]
+    lib.kd_stream_data.restype = c.c_void_p
+    lib.kd_stream_data.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]
+    lib.kd_stream_message.restype = c.c_char_p
+    lib.kd_stream_message.argtypes = [c.c_void_p]
+    lib.kd_stream_cancel.restype = None
+    lib.kd_stream_cancel.argtypes = [c.c_void_p]
+    lib.kd_stream_free.restype = None
+    lib.kd_stream_free.argtypes = [c.c_void_p]
     lib.kd_call_cancel.restype = None
     lib.kd_call_cancel.argtypes = [c.c_void_p]
     lib.kd_call_data.restype = c.c_void_p
@@ -146,8 +161,10 @@ class NativeCalls:
     Thread-safe: each thread's calls wait on that thread's queue."""
 
     def __init__(self, lib, target, metadata, tls, tls_ca, tls_cert, tls_key, server_name, options,
-                 spin_us=None):
+                 spin_us=None, stream=True):
         self._lib = lib
+        self._stream_mode = bool(stream)
+        self._streams = {}  # thread ident -> its kd_stream
         if spin_us is not None and (not isinstance(spin_us, (int, float)) or spin_us < 0):
             raise ValueError("kerneld.Client: spin_us=%r; None (adapts), 0 (never spin) or a "
                              "number of microseconds" % (spin_us,))
@@ -178,15 +195,34 @@ class NativeCalls:
         self._busy = 0  # calls between start and free: the channel outlives them
         self._guard = threading.Lock()
 
+    def _spin_budget(self):
+        spin = self._spin
+        if spin is None:
+            e = self._ewma
+            spin = _SPIN_MAX_S if e is None else (2 * e if e < _SPIN_MAX_S else 0.0)
+        return spin
+
+    def _learn(self, t0):
+        if self._spin is None:
+            dt = time.perf_counter() - t0
+            e = self._ewma
+            self._ewma = dt if e is None else e + _EWMA * (dt - e)
+
     def execute(self, req, timeout=None):
         """Sends req (an ExecuteRequest), returns the ExecuteResponse bytes;
-        raises KerneldError for a failed RPC."""
+        raises KerneldError for a failed RPC or stream. On a stream a request's
+        own error comes back inside the response (its status), as on grpcio's."""
         lib = self._lib
         data = req.SerializeToString()
         with self._guard:
             if self._closed:
                 raise error_for(grpc.StatusCode.CANCELLED, "kerneld: the client is closed")
             self._busy += 1
+        if self._stream_mode:
+            try:
+                return self._exchange(data, timeout)
+            finally:
+                self._done()
         try:
             call = lib.kd_call_start(self._ch, _EXECUTE, data, len(data), self._auth,
                                      float(timeout) if timeout else 0.0)
@@ -195,10 +231,7 @@ class NativeCalls:
             raise
         try:
             t0 = time.perf_counter()
-            spin = self._spin
-            if spin is None:
-                e = self._ewma
-                spin = _SPIN_MAX_S if e is None else (2 * e if e < _SPIN_MAX_S else 0.0)
+            spin = self._spin_budget()
             code = lib.kd_call_spin(call, spin) if spin > 0 else -1
             if code < 0:
                 code = lib.kd_call_wait(call, _SLICE_S)
@@ -208,10 +241,7 @@ class NativeCalls:
                 msg = lib.kd_call_message(call) or b""
                 raise error_for(_CODES.get(code, grpc.StatusCode.UNKNOWN),
                                 msg.decode("utf-8", errors="replace"))
-            if self._spin is None:
-                dt = time.perf_counter() - t0
-                e = self._ewma
-                self._ewma = dt if e is None else e + _EWMA * (dt - e)
+            self._learn(t0)
             n = ctypes.c_size_t()
             p = lib.kd_call_data(call, ctypes.byref(n))
             return ctypes.string_at(p, n.value) if n.value else b""
@@ -220,13 +250,76 @@ class NativeCalls:
             del data  # referenced by the call until here
             self._done()
 
+    # ---- one ExecuteStream per calling thread ----
+
+    def _stream_of_this_thread(self, tid):
+        s = self._streams.get(tid)
+        if s is None:
+            if self._streams:  # threads that ended leave theirs: end those now
+                alive = {t.ident for t in threading.enumerate()}
+                for other in [k for k in self._streams if k not in alive]:
+                    self._drop_stream(other)
+            s = self._lib.kd_stream_open(self._ch, _EXECUTE_STREAM, self._auth)
+            self._streams[tid] = s
+        return s
+
+    def _drop_stream(self, tid, cancel=False):
+        s = self._streams.pop(tid, None)
+        if s:
+            if cancel:
+                self._lib.kd_stream_cancel(s)
+            self._lib.kd_stream_free(s)
+
+    def _exchange(self, data, timeout):
+        lib = self._lib
+        tid = threading.get_ident()
+        end = None if not timeout else time.monotonic() + float(timeout)
+        sent = ctypes.c_int()
+        for attempt in (0, 1):
+            fresh = tid not in self._streams
+            s = self._stream_of_this_thread(tid)
+            code = lib.kd_stream_send(s, data, len(data))
+            if code == 0:
+                t0 = time.perf_counter()
+                try:
+                    wait = _SLICE_S if end is None else max(0.0, min(_SLICE_S, end - time.monotonic()))
+                    code = lib.kd_stream_wait(s, self._spin_budget(), wait, ctypes.byref(sent))
+                    while code < 0:  # between slices Python can raise KeyboardInterrupt here
+                        if end is not None and time.monotonic() >= end:
+                            self._drop_stream(tid, cancel=True)  # cancels the request in the daemon
+                            raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+                        wait = _SLICE_S if end is None else max(0.0, min(_SLICE_S, end - time.monotonic()))
+                        code = lib.kd_stream_wait(s, 0.0, wait, ctypes.byref(sent))
+                except BaseException:
+                    self._drop_stream(tid, cancel=True)
+                    raise
+                if code == 0:
+                    self._learn(t0)
+                    n = ctypes.c_size_t()
+                    p = lib.kd_stream_data(s, ctypes.byref(n))
+                    return ctypes.string_at(p, n.value) if n.value else b""
+            else:
+                sent.value = 0
+            msg = (lib.kd_stream_message(s) or b"").decode("utf-8", errors="replace")
+            self._drop_stream(tid)
+            # A stream that ended while idle (the daemon restarted, the connection
+            # dropped): a request that never went out goes on a new one.
+            if not sent.value and not fresh and attempt == 0:
+                continue
+            raise error_for(_CODES.get(code, grpc.StatusCode.UNKNOWN), msg)
+
     def _done(self):
         with self._guard:
             self._busy -= 1
             free = self._closed and self._busy == 0 and self._ch is not None
             ch, self._ch = (self._ch, None) if free else (None, self._ch)
         if ch:
-            self._lib.kd_channel_free(ch)
+            self._free_all(ch)
+
+    def _free_all(self, ch):
+        for tid in list(self._streams):
+            self._drop_stream(tid)
+        self._lib.kd_channel_free(ch)
 
     def close(self):
         """Refuses later calls; the channel goes when the last call in flight ends."""
@@ -237,4 +330,4 @@ class NativeCalls:
             free = self._busy == 0
             ch, self._ch = (self._ch, None) if free else (None, self._ch)
         if ch:
-            self._lib.kd_channel_free(ch)
+            self._free_all(ch)

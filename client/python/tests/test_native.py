@@ -25,12 +25,16 @@ native = pytest.mark.skipif(_native.load()[0] is None,
                             reason="libkerneld_native not found (%s)" % _native.load()[1])
 
 
+NATIVE = ["native", "native_unary"]
+
+
 @native
-def test_results_and_errors_match_the_stream(daemon):
-    n = kerneld.Client(daemon.target, rpc="native")
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_results_and_errors_match_the_stream(daemon, rpc):
+    n = kerneld.Client(daemon.target, rpc=rpc)
     s = kerneld.Client(daemon.target, rpc="stream")
     try:
-        assert n.rpc == "native"
+        assert n.rpc == rpc
         rng = np.random.default_rng(1)
         for size in (1, 127, 4097):
             x = rng.standard_normal(size).astype(np.float32)
@@ -53,9 +57,10 @@ def test_results_and_errors_match_the_stream(daemon):
 
 
 @native
-def test_deadline_cancels_in_the_daemon(new_daemon):
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_deadline_cancels_in_the_daemon(new_daemon, rpc):
     d = new_daemon("--enable_test_ops=true")
-    c = kerneld.Client(d.target, rpc="native")
+    c = kerneld.Client(d.target, rpc=rpc)
     x = np.ones(4, np.float32)
     t0 = time.monotonic()
     with pytest.raises(kerneld.DeadlineExceeded) as e:
@@ -63,19 +68,19 @@ def test_deadline_cancels_in_the_daemon(new_daemon):
     assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert time.monotonic() - t0 < 1.0
     np.testing.assert_array_equal(c.scale(x, factor=5.0, timeout=30), x * 5)
-    c2 = kerneld.Client(d.target, timeout=0.1, rpc="native")  # client-wide timeout=
+    c2 = kerneld.Client(d.target, timeout=0.1, rpc=rpc)  # client-wide timeout=
     with pytest.raises(kerneld.DeadlineExceeded):
         c2.call("_test_sleep", x=x, ms=800.0)
     c2.close()
     c.close()
 
 
-@pytest.mark.parametrize("rpc", ["unary", "native"])
+@pytest.mark.parametrize("rpc", ["unary"] + NATIVE)
 def test_abandoned_unary_shm_segment_is_retired(new_daemon, rpc):
     """A unary call given up on (deadline) may still run in the daemon, which
     would then write into its shared-memory segment: the segment must never be
     handed to another call. The old client gave it back to the pool."""
-    if rpc == "native" and _native.load()[0] is None:
+    if rpc.startswith("native") and _native.load()[0] is None:
         pytest.skip("libkerneld_native not found")
     d = new_daemon("--enable_test_ops=true")
     c = kerneld.Client(d.target, shm=True, rpc=rpc)
@@ -96,8 +101,9 @@ def test_abandoned_unary_shm_segment_is_retired(new_daemon, rpc):
 
 
 @native
-def test_threads_share_one_native_client(daemon):
-    c = kerneld.Client(daemon.target, timeout=60, rpc="native")
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_threads_share_one_native_client(daemon, rpc):
+    c = kerneld.Client(daemon.target, timeout=60, rpc=rpc)
     errors = []
 
     def work(t):
@@ -115,13 +121,41 @@ def test_threads_share_one_native_client(daemon):
     for t in ts:
         t.join()
     assert not errors, errors[0]
+    if rpc == "native":  # one stream per thread that called, ended threads' streams pruned
+        assert len(c._native._streams) <= 8
+        c.scale(np.ones(2, np.float32), factor=1.0)
+        assert list(c._native._streams) == [threading.get_ident()]
     c.close()
 
 
 @native
-def test_close_waits_for_calls_in_flight_then_refuses(new_daemon):
+def test_native_stream_survives_a_daemon_restart():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    d = Daemon(listen="127.0.0.1:%d" % port)
+    c = kerneld.Client("127.0.0.1:%d" % port, rpc="native", timeout=30)
+    x = np.arange(8, dtype=np.float32)
+    try:
+        np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
+        d.stop()
+        d = Daemon(listen="127.0.0.1:%d" % port)
+        try:  # a request that never left reaches the new daemon on a new stream
+            np.testing.assert_array_equal(c.scale(x, factor=3.0), x * 3)
+        except kerneld.Unavailable:
+            pass  # it had gone out on the old stream: its loss is reported, never silent
+        np.testing.assert_array_equal(c.scale(x, factor=4.0), x * 4)
+    finally:
+        c.close()
+        d.stop()
+
+
+@native
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_close_waits_for_calls_in_flight_then_refuses(new_daemon, rpc):
     d = new_daemon("--enable_test_ops=true")
-    c = kerneld.Client(d.target, rpc="native", timeout=30)
+    c = kerneld.Client(d.target, rpc=rpc, timeout=30)
     x = np.ones(4, np.float32)
     got = []
     t = threading.Thread(target=lambda: got.append(c.call("_test_sleep", x=x, ms=400.0)))
@@ -137,11 +171,12 @@ def test_close_waits_for_calls_in_flight_then_refuses(new_daemon):
 
 
 @native
-def test_ctrl_c_interrupts_and_cancels_the_call(new_daemon):
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_ctrl_c_interrupts_and_cancels_the_call(new_daemon, rpc):
     d = new_daemon("--enable_test_ops=true")
     child = textwrap.dedent("""
         import sys, time, numpy as np, kerneld
-        c = kerneld.Client(sys.argv[1], rpc="native")
+        c = kerneld.Client(sys.argv[1], rpc=sys.argv[2])
         c.ops()
         print("ready", flush=True)
         t0 = time.monotonic()
@@ -152,7 +187,7 @@ def test_ctrl_c_interrupts_and_cancels_the_call(new_daemon):
             print("interrupted after %.2f" % (time.monotonic() - t0))
         print("after", c.scale(np.ones(2, np.float32), factor=2.0).tolist(), flush=True)
     """)
-    p = subprocess.Popen([sys.executable, "-c", child, d.target], stdout=subprocess.PIPE, text=True,
+    p = subprocess.Popen([sys.executable, "-c", child, d.target, rpc], stdout=subprocess.PIPE, text=True,
                          env=dict(os.environ))
     assert p.stdout.readline().strip() == "ready"
     time.sleep(0.5)
@@ -168,6 +203,8 @@ def test_finding_the_library(daemon, monkeypatch, tmp_path):
     with kerneld.Client(daemon.target) as c:
         assert c.rpc == "stream"  # turned off: grpcio's stream
     with pytest.raises(ValueError, match="KERNELD_NATIVE_LIB=0 turns it off"):
+        kerneld.Client(daemon.target, rpc="native_unary")
+    with pytest.raises(ValueError, match="KERNELD_NATIVE_LIB=0 turns it off"):
         kerneld.Client(daemon.target, rpc="native")
     missing = str(tmp_path / "libkerneld_native.so")
     monkeypatch.setenv("KERNELD_NATIVE_LIB", missing)
@@ -182,7 +219,8 @@ def test_finding_the_library(daemon, monkeypatch, tmp_path):
 
 
 @native
-def test_tls_client_certificate_and_token_with_the_daemon(tmp_path):
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_tls_client_certificate_and_token_with_the_daemon(tmp_path, rpc):
     import shutil
     if shutil.which("openssl") is None:
         pytest.skip("openssl not installed")
@@ -213,19 +251,19 @@ def test_tls_client_certificate_and_token_with_the_daemon(tmp_path):
         port = tls_addr[0].rsplit(":", 1)[1]
         target = "localhost:%s" % port
         x = np.arange(5, dtype=np.float32)
-        c = kerneld.Client(target, rpc="native", tls_ca=p("ca.pem"), tls_cert=p("client.pem"),
+        c = kerneld.Client(target, rpc=rpc, tls_ca=p("ca.pem"), tls_cert=p("client.pem"),
                            tls_key=p("client.key"), timeout=20)
         np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
         c.close()
-        no_cert = kerneld.Client(target, rpc="native", tls_ca=open(p("ca.pem"), "rb").read(),
+        no_cert = kerneld.Client(target, rpc=rpc, tls_ca=open(p("ca.pem"), "rb").read(),
                                  timeout=10)
         with pytest.raises(kerneld.Unavailable):
             no_cert.scale(x, factor=2.0)
         no_cert.close()
         # plaintext with a token on the plain port: the token travels
-        good = kerneld.Client(dm.target, rpc="native", token="native-token-0123456789abcdef")
+        good = kerneld.Client(dm.target, rpc=rpc, token="native-token-0123456789abcdef")
         np.testing.assert_array_equal(good.scale(x, factor=2.0), x * 2)
-        bad = kerneld.Client(dm.target, rpc="native", token="wrong-token-0123456789abcdef")
+        bad = kerneld.Client(dm.target, rpc=rpc, token="wrong-token-0123456789abcdef")
         with pytest.raises(kerneld.Unauthenticated):
             bad.scale(x, factor=2.0)
         good.close()
