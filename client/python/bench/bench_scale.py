@@ -39,9 +39,11 @@ def timed(f, n, warm=200):
     return ts
 
 
-def kernelctl(path, target, via, backend, repeat):
+def kernelctl(path, target, via, backend, repeat, stream=False):
     cmd = [path, "--target", target, "run", "scale", "--dtype", "float16", "--shape", "4096",
            "--attr", "factor=2", "--repeat", str(repeat), "--via", via, "--backend", backend]
+    if stream:  # ping-pong on one ExecuteStream
+        cmd.append("--stream")
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"client p50 ([\d.]+) us p99 ([\d.]+) us", r.stdout + r.stderr)
     if not m:
@@ -63,8 +65,10 @@ def main():
     if cs is not None:
         cs.ops()
     c0 = kerneld.Client(a.target, spin_us=0) if c.rpc == "native" else None  # never spins
-    if c0 is not None:
-        c0.ops()
+    cu = kerneld.Client(a.target, rpc="native_unary") if c.rpc == "native" else None
+    for other in (c0, cu):
+        if other is not None:
+            other.ops()
     x = (np.random.default_rng(0).standard_normal(4096)).astype(np.float16)
     y = np.empty_like(x)
 
@@ -75,6 +79,11 @@ def main():
     if c0 is not None:
         ts = timed(lambda: c0.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
         rows.append(("cpu, inline, spin_us=0", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+    if cu is not None:
+        ts = timed(lambda: cu.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
+        rows.append(("cpu, inline, rpc=native_unary", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
+    s50, _, _ = kernelctl(a.kernelctl, a.target, "inline", "cpu", a.repeat, stream=True)
+    extra["kernelctl --stream p50, cpu inline, us"] = s50
     if cs is not None:
         ts = timed(lambda: cs.scale(x, factor=2.0, out=y, backend="cpu"), a.repeat)
         rows.append(("cpu, inline, rpc=stream", pct(ts, 50), pct(ts, 99), k50, k99, kcmd))
@@ -122,6 +131,12 @@ def main():
             ts = timed(lambda: c0.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
             rows.append(("cuda, IPC (torch, out=), spin_us=0", pct(ts, 50), pct(ts, 99), k50, k99,
                          kcmd))
+        if cu is not None:
+            ts = timed(lambda: cu.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
+            rows.append(("cuda, IPC (torch, out=), native_unary", pct(ts, 50), pct(ts, 99), k50,
+                         k99, kcmd))
+        s50, _, _ = kernelctl(a.kernelctl, a.target, "ipc", "cuda", a.repeat, stream=True)
+        extra["kernelctl --stream p50, cuda IPC, us"] = s50
         if cs is not None:
             ts = timed(lambda: cs.scale(xt, factor=2.0, out=yt, backend="cuda"), a.repeat)
             rows.append(("cuda, IPC (torch, out=), rpc=stream", pct(ts, 50), pct(ts, 99), k50, k99,
@@ -155,7 +170,7 @@ def main():
             json.dump({"rows": [dict(zip(("path", "py_p50_us", "py_p99_us", "cpp_p50_us", "cpp_p99_us",
                                           "kernelctl"), r)) for r in rows], "extra": extra}, f, indent=1)
     c.close()
-    for other in (cs, c0):
+    for other in (cs, c0, cu):
         if other is not None:
             other.close()
 
