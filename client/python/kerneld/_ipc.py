@@ -41,6 +41,7 @@ class IpcRegistry:
         """(buffer_id, offset) for a CudaArg; registers its allocation when new or replaced."""
         alloc = _cuda.allocation_of(arg.ptr)
         arg.device = alloc.device
+        arg.context = alloc.context
         key = (alloc.device, alloc.base, alloc.size)
         with self._lock:
             e = self._entries.get(key)

@@ -89,6 +89,7 @@ class CudaArg:
         self._sync = sync
         self.keep = keep  # a DLPack capsule that must outlive the request
         self.device = None  # filled from the pointer (allocation_of)
+        self.context = None  # the allocation's CUDA context, filled with .device
 
     def synchronize(self):
         if self._sync is not None:
@@ -197,12 +198,22 @@ def _torch_arg(where, name, x):
                               "%s.contiguous()" % name)
     if x.device.type == "cuda":
         dev = x.device
+        idx = dev.index if dev.index is not None else _torch().cuda.current_device()
+        raw_stream = getattr(_torch()._C, "_cuda_getCurrentRawStream", None)
+        from . import _cuda
 
         def sync():
-            _torch().cuda.current_stream(dev).synchronize()
+            # torch's current stream on the tensor's device, synchronized in the
+            # allocation's context: cuStreamSynchronize on the raw handle (0:
+            # the legacy default stream), a few us cheaper than building a
+            # torch.cuda.Stream for it; torch's own call where either is unknown.
+            if raw_stream is None or a.context is None:
+                _torch().cuda.current_stream(dev).synchronize()
+                return
+            _cuda.stream_synchronize(raw_stream(idx) or _cuda.CU_STREAM_LEGACY, a.context)
         a = CudaArg(name, x, x.data_ptr(), x.numel() * x.element_size(), dt, x.shape,
                     "torch", sync)
-        a.device = dev.index if dev.index is not None else _torch().cuda.current_device()
+        a.device = idx
         return a
     if x.device.type != "cpu":
         raise ValueError("%s: '%s' is on torch device %s; kerneld takes cpu and cuda tensors"

@@ -247,3 +247,22 @@ def test_empty_gpu_tensors(gclient):
     y = gclient.scale(x, factor=2.0)
     assert isinstance(y, torch.Tensor) and y.is_cuda and y.shape == (0, 16)
     assert gclient.scale(x, factor=2.0, out=torch.empty(0, 16, device="cuda", dtype=torch.float16)).shape == (0, 16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_producing_stream_is_finished_before_the_daemon_reads(gclient, side_stream):
+    """The stream rule: work queued on torch's current stream (the default one,
+    or a side stream made current) is done before the request goes out. The
+    input is written after a long GPU sleep on that stream: a client that did
+    not wait for it would send zeros."""
+    s = torch.cuda.Stream() if side_stream else torch.cuda.current_stream()
+    for _ in range(3):
+        x = torch.zeros(4097, device="cuda", dtype=torch.float16)
+        y = torch.full_like(x, float("nan"))
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(20_000_000)  # tens of ms of GPU spin on s
+            x.fill_(3.0)
+            gclient.scale(x, factor=2.0, out=y)
+        assert bool((y == 6.0).all()), y[:8]
