@@ -92,8 +92,12 @@ class CudaArg:
         self.context = None  # the allocation's CUDA context, filled with .device
 
     def synchronize(self):
+        # sync(context): the argument's allocation context (None until
+        # IpcRegistry.resolve fills it). Passed in, never captured: a closure
+        # that held this CudaArg would make a reference cycle that keeps the
+        # tensor (and its GPU memory) alive until the garbage collector runs.
         if self._sync is not None:
-            self._sync()
+            self._sync(self.context)
 
 
 # ---- torch / cupy, looked up only when the caller already imported them ----
@@ -202,15 +206,15 @@ def _torch_arg(where, name, x):
         raw_stream = getattr(_torch()._C, "_cuda_getCurrentRawStream", None)
         from . import _cuda
 
-        def sync():
+        def sync(context):
             # torch's current stream on the tensor's device, synchronized in the
             # allocation's context: cuStreamSynchronize on the raw handle (0:
             # the legacy default stream), a few us cheaper than building a
             # torch.cuda.Stream for it; torch's own call where either is unknown.
-            if raw_stream is None or a.context is None:
+            if raw_stream is None or context is None:
                 _torch().cuda.current_stream(dev).synchronize()
                 return
-            _cuda.stream_synchronize(raw_stream(idx) or _cuda.CU_STREAM_LEGACY, a.context)
+            _cuda.stream_synchronize(raw_stream(idx) or _cuda.CU_STREAM_LEGACY, context)
         a = CudaArg(name, x, x.data_ptr(), x.numel() * x.element_size(), dt, x.shape,
                     "torch", sync)
         a.device = idx
@@ -235,7 +239,7 @@ def _cupy_arg(where, name, a):
         raise _not_contiguous(where, name, a.shape, a.strides, "cupy.ascontiguousarray(%s)" % name)
     dev_id = a.device.id
 
-    def sync():
+    def sync(context):
         cp = _cupy()
         with cp.cuda.Device(dev_id):
             cp.cuda.get_current_stream().synchronize()
@@ -265,7 +269,7 @@ def _cai_arg(where, name, obj):
     for s in shape:
         n *= int(s)
 
-    def sync():
+    def sync(context):
         if ptr == 0:
             return
         alloc = _cuda.allocation_of(ptr)
@@ -318,7 +322,7 @@ def _dlpack_arg(where, name, obj):
     for s in shape:
         n *= int(s)
 
-    def sync():
+    def sync(context):
         _cuda.stream_synchronize(_cuda.CU_STREAM_LEGACY)
     return CudaArg(name, obj, int(t.data or 0) + int(t.byte_offset), n, dt, shape, "dlpack", sync,
                    keep=capsule)

@@ -266,3 +266,23 @@ def test_producing_stream_is_finished_before_the_daemon_reads(gclient, side_stre
             x.fill_(3.0)
             gclient.scale(x, factor=2.0, out=y)
         assert bool((y == 6.0).all()), y[:8]
+
+
+@pytest.mark.gpu
+def test_a_call_keeps_no_reference_to_its_tensors(gclient):
+    """After call() returns, the client holds nothing that keeps the caller's
+    tensors alive: `del` frees their GPU memory at once, with no garbage
+    collection (a reference cycle through a CudaArg did keep them)."""
+    import gc
+    import weakref
+    gc.disable()
+    try:
+        x = torch.ones(4097, device="cuda")
+        y = torch.empty_like(x)
+        gclient.scale(x, factor=2.0, out=y)
+        out = gclient.scale(x, factor=3.0)  # an output the client allocated
+        refs = [weakref.ref(t) for t in (x, y, out)]
+        del x, y, out
+        assert [r() for r in refs] == [None, None, None]
+    finally:
+        gc.enable()
