@@ -203,18 +203,9 @@ def _torch_arg(where, name, x):
     if x.device.type == "cuda":
         dev = x.device
         idx = dev.index if dev.index is not None else _torch().cuda.current_device()
-        raw_stream = getattr(_torch()._C, "_cuda_getCurrentRawStream", None)
-        from . import _cuda
 
         def sync(context):
-            # torch's current stream on the tensor's device, synchronized in the
-            # allocation's context: cuStreamSynchronize on the raw handle (0:
-            # the legacy default stream), a few us cheaper than building a
-            # torch.cuda.Stream for it; torch's own call where either is unknown.
-            if raw_stream is None or context is None:
-                _torch().cuda.current_stream(dev).synchronize()
-                return
-            _cuda.stream_synchronize(raw_stream(idx) or _cuda.CU_STREAM_LEGACY, context)
+            _torch().cuda.current_stream(dev).synchronize()
         a = CudaArg(name, x, x.data_ptr(), x.numel() * x.element_size(), dt, x.shape,
                     "torch", sync)
         a.device = idx
