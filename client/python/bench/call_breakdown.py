@@ -5,7 +5,8 @@
 
 For scale on 4096 float16 (numpy inline on the cpu backend; torch over CUDA
 IPC on cuda when torch sees a GPU), interleaved in rounds, p50 of each:
-  kernelctl      `kernelctl run --repeat` (C++ blocking stub, one thread)
+  kernelctl      `kernelctl run --repeat` (C++ blocking stub, one thread), and
+                 with --stream (ping-pong on one ExecuteStream)
   full           client.scale(...) as a user calls it (rpc="native" with its
                  adaptive spin, the same with spin_us=0, rpc="native_unary" and
                  rpc="stream")
@@ -44,9 +45,11 @@ def p50(f, n, warm=200):
     return ts[len(ts) // 2] / 1e3
 
 
-def kernelctl(path, target, via, backend, n):
+def kernelctl(path, target, via, backend, n, stream=False):
     cmd = [path, "--target", target, "run", "scale", "--dtype", "float16", "--shape", "4096",
            "--attr", "factor=2", "--repeat", str(n), "--via", via, "--backend", backend]
+    if stream:
+        cmd.append("--stream")
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"client p50 ([\d.]+) us", r.stdout + r.stderr)
     return float(m.group(1)) if m else float("nan")
@@ -87,6 +90,7 @@ def main():
             kw = dict(factor=2.0, out=y, backend=backend)
             add = lambda k, v: rows.setdefault((name, k), []).append(v)
             add("kernelctl", kernelctl(a.kernelctl, a.target, via, backend, a.calls))
+            add("kernelctl --stream", kernelctl(a.kernelctl, a.target, via, backend, a.calls, True))
             for rpc, c in clients.items():
                 add("full, rpc=%s" % rpc, p50(lambda: c.scale(x, **kw), a.calls))
                 p = Prepared(c, "scale", (x,), dict(kw))  # Prepared pops out=, backend=
@@ -108,8 +112,16 @@ def main():
             rows.setdefault(("-", "ctypes no-op"), []).append(p50(lib.kd_abi_version, a.calls))
     print("scale 4096 float16, %d calls, median of %d rounds' p50 (us), python %s" %
           (a.calls, a.rounds, sys.version.split()[0]))
+    med = {k: float(np.median(v)) for k, v in rows.items()}
     for (name, k), v in rows.items():
-        print("%-18s %-24s %8.1f   %s" % (name, k, float(np.median(v)), " ".join("%.1f" % r for r in v)))
+        print("%-18s %-30s %8.1f   %s" % (name, k, med[(name, k)], " ".join("%.1f" % r for r in v)))
+    for name, _, _, _ in cases:
+        for rpc in clients:
+            full = med.get((name, "full, rpc=%s" % rpc))
+            if full is None:
+                continue
+            print("%-18s rpc=%-18s - kernelctl %+7.1f us, - kernelctl --stream %+7.1f us" % (
+                name, rpc, full - med[(name, "kernelctl")], full - med[(name, "kernelctl --stream")]))
     for c in clients.values():
         c.close()
 
