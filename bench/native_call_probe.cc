@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
   }
   double spin_s = 0;
   auto native = [&] {
-    kd_call* c = kd_call_start(ch, "/kerneld.v1.KernelService/Execute", bytes.data(),
-                               bytes.size(), nullptr, 0);
+    kd_call* c = kd_call_start(ch, "/kerneld.v1.KernelService/Execute", bytes.data(), bytes.size(),
+                               nullptr, 0);
     int code = spin_s > 0 ? kd_call_spin(c, spin_s) : -1;
     if (code < 0) code = kd_call_wait(c, 0.2);
     while (code < 0) code = kd_call_wait(c, 0.2);
@@ -126,11 +126,13 @@ int main(int argc, char** argv) {
     double think_us, spin_us;
     std::function<bool()> f;
   };
-  const std::vector<Variant> variants = {
-      {"native", 0, 0, native},          {"blocking", 0, 0, blocking},
-      {"stub", 0, 0, generated},         {"stub, think 60us", 60, 0, generated},
-      {"native, think 60us", 60, 0, native}, {"native, spin 300us", 0, 300, native},
-      {"native, think 60 spin 300", 60, 300, native}};
+  const std::vector<Variant> variants = {{"native", 0, 0, native},
+                                         {"blocking", 0, 0, blocking},
+                                         {"stub", 0, 0, generated},
+                                         {"stub, think 60us", 60, 0, generated},
+                                         {"native, think 60us", 60, 0, native},
+                                         {"native, spin 300us", 0, 300, native},
+                                         {"native, think 60 spin 300", 60, 300, native}};
   for (int r = 0; r < rounds; ++r) {
     for (const auto& v : variants) {
       think_us = v.think_us;

@@ -245,8 +245,7 @@ struct kd_stream {
   bool ended = false;  // Finish came back: status says why
 
   bool Busy() const {
-    return start.pending || write.pending || read.pending || writes_done.pending ||
-           finish.pending;
+    return start.pending || write.pending || read.pending || writes_done.pending || finish.pending;
   }
   // One event from the queue, waiting until `deadline`; false on timeout.
   bool Pump(std::chrono::system_clock::time_point deadline) {
@@ -325,8 +324,7 @@ int kd_stream_wait(kd_stream* s, double spin_s, double wait_s, int* sent) {
   const auto spin_end = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(spin_s > 0 ? spin_s : 0));
-  const auto deadline =
-      wait_s < 0 ? std::chrono::system_clock::time_point::max() : After(wait_s);
+  const auto deadline = wait_s < 0 ? std::chrono::system_clock::time_point::max() : After(wait_s);
   bool spinning = spin_s > 0;
   while (s->start.pending || s->write.pending || s->read.pending) {
     if (spinning) {

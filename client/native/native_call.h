@@ -43,8 +43,7 @@ int kd_abi_version(void);
 kd_channel* kd_channel_new(const char* target, int tls, const char* ca, size_t ca_len,
                            const char* cert, size_t cert_len, const char* key, size_t key_len,
                            const char* server_name, const char* const* arg_keys,
-                           const char* const* arg_values, size_t n_args, char* err,
-                           size_t err_len);
+                           const char* const* arg_values, size_t n_args, char* err, size_t err_len);
 void kd_channel_free(kd_channel* ch);
 
 // Starts a unary call of `method` ("/pkg.Service/Method") with the
