@@ -242,7 +242,15 @@ struct kd_stream {
   grpc::Slice response_slice;
   grpc::Status status;
   std::string message;
-  bool ended = false;  // Finish came back: status says why
+  bool ended = false;   // Finish came back: status says why
+  bool queued = false;  // a request waits for the stream to start
+
+  void Post() {
+    write.pending = true;
+    rw->Write(request, &write);
+    read.pending = true;
+    rw->Read(&response, &read);
+  }
 
   bool Busy() const {
     return start.pending || write.pending || read.pending || writes_done.pending || finish.pending;
@@ -297,24 +305,21 @@ kd_stream* kd_stream_open(kd_channel* ch, const char* method, const char* author
 
 int kd_stream_send(kd_stream* s, const void* req, size_t req_len) {
   if (s->ended) return static_cast<int>(s->status.error_code());
-  if (s->write.pending || s->read.pending) {
+  if (s->write.pending || s->read.pending || s->queued) {
     return static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION);  // misuse: one at a time
-  }
-  // The first Write waits for StartCall's operation (sending the initial
-  // metadata): gRPC refuses a second batch with it still pending.
-  while (s->start.pending) s->Pump(std::chrono::system_clock::time_point::max());
-  if (!s->start.ok) {
-    s->End(1.0);
-    return static_cast<int>(s->status.error_code());
   }
   s->response_slice = grpc::Slice();
   s->response.Clear();
   grpc::Slice slice(req, req_len, grpc::Slice::STATIC_SLICE);
   s->request = grpc::ByteBuffer(&slice, 1);
-  s->write.pending = true;
-  s->rw->Write(s->request, &s->write);
-  s->read.pending = true;
-  s->rw->Read(&s->response, &s->read);
+  // gRPC refuses a Write while StartCall's operation (sending the initial
+  // metadata) is pending; a new stream's first request waits in kd_stream_wait,
+  // which posts it once the stream has started (bounded by the caller's wait).
+  if (s->start.pending) {
+    s->queued = true;
+  } else {
+    s->Post();
+  }
   return 0;
 }
 
@@ -326,7 +331,13 @@ int kd_stream_wait(kd_stream* s, double spin_s, double wait_s, int* sent) {
                             std::chrono::duration<double>(spin_s > 0 ? spin_s : 0));
   const auto deadline = wait_s < 0 ? std::chrono::system_clock::time_point::max() : After(wait_s);
   bool spinning = spin_s > 0;
-  while (s->start.pending || s->write.pending || s->read.pending) {
+  while (s->start.pending || s->write.pending || s->read.pending || s->queued) {
+    if (s->queued && !s->start.pending) {
+      if (!s->start.ok) break;  // never started: the request did not go out
+      s->queued = false;
+      s->Post();
+      continue;
+    }
     if (spinning) {
       // A deadline in the past: one poll, no sleep.
       if (!s->Pump(std::chrono::system_clock::time_point{}) &&
@@ -337,8 +348,9 @@ int kd_stream_wait(kd_stream* s, double spin_s, double wait_s, int* sent) {
       return -1;
     }
   }
-  if (!s->start.ok || !s->write.ok || !s->read.ok) {
-    if (sent != nullptr) *sent = s->start.ok && s->write.ok ? 1 : 0;
+  if (s->queued || !s->start.ok || !s->write.ok || !s->read.ok) {
+    if (sent != nullptr) *sent = !s->queued && s->start.ok && s->write.ok ? 1 : 0;
+    s->queued = false;
     s->End(1.0);
     return static_cast<int>(s->status.error_code());
   }
@@ -372,6 +384,7 @@ void kd_stream_cancel(kd_stream* s) {
 void kd_stream_free(kd_stream* s) {
   if (s == nullptr) return;
   if (!s->ended) {
+    s->queued = false;
     if (s->start.pending || s->write.pending || s->read.pending) {
       s->ctx.TryCancel();  // an unfinished exchange: nothing more will be read
       s->PumpWhile(&kd_stream::Busy);

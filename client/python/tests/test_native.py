@@ -284,3 +284,19 @@ def test_spin_choices(daemon):
     for bad in (-1, "fast"):
         with pytest.raises(ValueError, match="spin_us="):
             kerneld.Client(daemon.target, rpc="native", spin_us=bad)
+
+
+@native
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_no_daemon_is_unavailable_at_once(rpc):
+    import socket
+    with socket.socket() as so:  # a port nobody listens on
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    c = kerneld.Client("127.0.0.1:%d" % port, rpc=rpc, timeout=5)
+    t0 = time.monotonic()
+    with pytest.raises(kerneld.Unavailable):
+        c._native.execute(__import__("kerneld._proto.kerneld_pb2", fromlist=["x"]).ExecuteRequest(
+            op="scale"), timeout=5)
+    assert time.monotonic() - t0 < 4
+    c.close()
