@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+import call_breakdown  # this folder: its p50 timer
 import kerneld
 from kerneld._core import Prepared
 
@@ -115,14 +116,8 @@ def main():
             ipc = c._ipc()
             arg = to_arg("scale", "x", xt)
 
-            def p50(f, n=args.calls):
-                ts = []
-                for _ in range(n):
-                    t0 = time.perf_counter_ns()
-                    f()
-                    ts.append(time.perf_counter_ns() - t0)
-                ts.sort()
-                return ts[len(ts) // 2] / 1e3
+            def p50(f):
+                return call_breakdown.p50(f, args.calls, warm=0)
             dev = xt.device
             print("torch pieces, p50 us: Prepared %.1f | to_arg %.1f | ipc.resolve %.1f | "
                   "current_stream(dev).synchronize %.1f | data_ptr %.2f | is_contiguous %.2f | "

@@ -38,6 +38,7 @@ import time
 
 import grpc
 
+from ._channel import _read
 from ._errors import error_for
 
 _ABI = 2
@@ -146,15 +147,6 @@ def load():
         return lib, why
 
 
-def _bytes(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return bytes(v)
-    with open(v, "rb") as f:
-        return f.read()
-
-
 class NativeCalls:
     """Execute RPCs through libkerneld_native on one gRPC C++ channel of its
     own (beside the client's grpcio channel, which serves everything else).
@@ -174,7 +166,7 @@ class NativeCalls:
         for k, v in metadata or ():
             if k == "authorization":
                 self._auth = v.encode()
-        ca, cert, key = _bytes(tls_ca), _bytes(tls_cert), _bytes(tls_key)
+        ca, cert, key = _read(tls_ca), _read(tls_cert), _read(tls_key)
         use_tls = 1 if (tls or ca or cert or key) else 0
         keys, values = [], []
         for k, v in options or ():
