@@ -61,6 +61,29 @@ struct kd_call {
   bool done = false;
 };
 
+namespace {
+
+// One event from the thread's queue (waiting until `deadline`): marks the
+// call it belongs to, which may be another call of this thread. False when
+// the deadline passed first.
+bool NextEvent(kd_call* call, std::chrono::system_clock::time_point deadline) {
+  void* tag = nullptr;
+  bool ok = false;
+  switch (call->cq->AsyncNext(&tag, &ok, deadline)) {
+    case grpc::CompletionQueue::GOT_EVENT:
+      static_cast<kd_call*>(tag)->done = true;
+      return true;
+    case grpc::CompletionQueue::SHUTDOWN:  // only at thread exit; not reached
+      call->status = grpc::Status(grpc::StatusCode::CANCELLED, "the thread's queue shut down");
+      call->done = true;
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 extern "C" {
 
 int kd_abi_version(void) { return KD_NATIVE_ABI; }
@@ -147,17 +170,7 @@ int kd_call_wait(kd_call* call, double wait_s) {
   if (call == nullptr) return static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT);
   const auto deadline = wait_s < 0 ? std::chrono::system_clock::time_point::max() : After(wait_s);
   while (!call->done) {
-    void* tag = nullptr;
-    bool ok = false;
-    auto r = call->cq->AsyncNext(&tag, &ok, deadline);
-    if (r == grpc::CompletionQueue::TIMEOUT) return -1;
-    if (r == grpc::CompletionQueue::SHUTDOWN) {  // only at thread exit; not reached
-      call->status = grpc::Status(grpc::StatusCode::CANCELLED, "the thread's queue shut down");
-      call->done = true;
-      break;
-    }
-    // Another call of this thread may finish first: mark it, keep waiting.
-    static_cast<kd_call*>(tag)->done = true;
+    if (!NextEvent(call, deadline)) return -1;
   }
   return static_cast<int>(call->status.error_code());
 }
@@ -168,16 +181,9 @@ int kd_call_spin(kd_call* call, double spin_s) {
                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                        std::chrono::duration<double>(spin_s));
   while (!call->done) {
-    void* tag = nullptr;
-    bool ok = false;
     // A deadline in the past: one poll of the queue's pollset, no sleep.
-    auto r = call->cq->AsyncNext(&tag, &ok, std::chrono::system_clock::time_point{});
-    if (r == grpc::CompletionQueue::GOT_EVENT) {
-      static_cast<kd_call*>(tag)->done = true;
-    } else if (r == grpc::CompletionQueue::SHUTDOWN) {
-      call->status = grpc::Status(grpc::StatusCode::CANCELLED, "the thread's queue shut down");
-      call->done = true;
-    } else if (std::chrono::steady_clock::now() >= end) {
+    if (!NextEvent(call, std::chrono::system_clock::time_point{}) &&
+        std::chrono::steady_clock::now() >= end) {
       return -1;
     }
   }

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+import bench_scale  # this folder: its kernelctl runner
 import kerneld
 from kerneld import _native
 from kerneld._core import Prepared
@@ -46,13 +47,8 @@ def p50(f, n, warm=200):
 
 
 def kernelctl(path, target, via, backend, n, stream=False):
-    cmd = [path, "--target", target, "run", "scale", "--dtype", "float16", "--shape", "4096",
-           "--attr", "factor=2", "--repeat", str(n), "--via", via, "--backend", backend]
-    if stream:
-        cmd.append("--stream")
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    m = re.search(r"client p50 ([\d.]+) us", r.stdout + r.stderr)
-    return float(m.group(1)) if m else float("nan")
+    k50 = bench_scale.kernelctl(path, target, via, backend, n, stream)[0]
+    return float("nan") if k50 is None else k50
 
 
 def main():

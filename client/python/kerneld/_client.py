@@ -20,9 +20,6 @@ from . import _native
 from ._tensors import NAMES, to_arg
 
 _KS = "/kerneld.v1.KernelService/"
-# A unary call that ended with these may still be running in the daemon: its
-# shared-memory segment is retired, never reused (ShmPool.retire).
-_MAY_RUN_ON = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 _BS = "/kerneld.v1.BufferService/"
 
 
@@ -534,10 +531,10 @@ class Client(_Base):
                 resp = self._m["Execute"](p.req, timeout=p.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             err = from_rpc_error(e)
-            p.retire() if err.code in _MAY_RUN_ON else p.release()
+            p.failed(err.code)
             raise err from None
-        except KerneldError as e:  # rpc="native"
-            p.retire() if e.code in _MAY_RUN_ON else p.release()
+        except KerneldError as e:  # the native ones
+            p.failed(e.code)
             raise
         except BaseException:  # KeyboardInterrupt: the call was cancelled, maybe mid-run
             p.retire()

@@ -1,6 +1,7 @@
 """One call's request and the decoding of its response, shared by the sync
 client, its streams and the asyncio client."""
 
+import grpc
 import numpy as np
 
 from ._proto import kerneld_pb2 as pb
@@ -9,6 +10,10 @@ from ._shm import align
 from ._tensors import (to_arg, empty_like_kind, host_from_bytes,
                        numpy_dtype, _torch, _cupy)
 from ._errors import error_for
+
+# A unary call that ended with these may still be running in the daemon: its
+# shared-memory segment is retired, never reused (ShmPool.retire).
+_MAY_RUN_ON = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 
 CALL_KEYWORDS = ("out", "backend", "device", "via", "timeout", "return_info")
 
@@ -411,6 +416,15 @@ class Prepared:
         seg, self.seg = self.seg, None
         if seg is not None:
             self.client._pool().give_back(seg)
+
+    def failed(self, code):
+        """After a unary or native call failed with `code`: a call that ended in
+        DEADLINE_EXCEEDED or CANCELLED may still run in the daemon, so its
+        segment is retired; any other error leaves it free for reuse."""
+        if code in _MAY_RUN_ON:
+            self.retire()
+        else:
+            self.release()
 
     def retire(self):
         """For a unary call abandoned while the daemon may still run it: its

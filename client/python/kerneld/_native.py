@@ -266,6 +266,9 @@ class NativeCalls:
         lib = self._lib
         tid = threading.get_ident()
         end = None if not timeout else time.monotonic() + float(timeout)
+
+        def slice_left():  # the next wait: a Ctrl-C slice, or less before the deadline
+            return _SLICE_S if end is None else max(0.0, min(_SLICE_S, end - time.monotonic()))
         sent = ctypes.c_int()
         for attempt in (0, 1):
             fresh = tid not in self._streams
@@ -274,14 +277,12 @@ class NativeCalls:
             if code == 0:
                 t0 = time.perf_counter()
                 try:
-                    wait = _SLICE_S if end is None else max(0.0, min(_SLICE_S, end - time.monotonic()))
-                    code = lib.kd_stream_wait(s, self._spin_budget(), wait, ctypes.byref(sent))
+                    code = lib.kd_stream_wait(s, self._spin_budget(), slice_left(), ctypes.byref(sent))
                     while code < 0:  # between slices Python can raise KeyboardInterrupt here
                         if end is not None and time.monotonic() >= end:
                             self._drop_stream(tid, cancel=True)  # cancels the request in the daemon
                             raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
-                        wait = _SLICE_S if end is None else max(0.0, min(_SLICE_S, end - time.monotonic()))
-                        code = lib.kd_stream_wait(s, 0.0, wait, ctypes.byref(sent))
+                        code = lib.kd_stream_wait(s, 0.0, slice_left(), ctypes.byref(sent))
                 except BaseException:
                     self._drop_stream(tid, cancel=True)
                     raise
