@@ -51,8 +51,12 @@ def info_dict(info):
 class Prepared:
     """A request ready to send, and what to do with its response."""
 
-    def __init__(self, client, op, args, kwargs, request_id=""):
+    def __init__(self, client, op, args, kwargs, request_id="", keep_parts=False):
         self.client = client
+        # keep_parts: what _plan.make needs from this request, kept until it
+        # has it (the arguments reference the caller's tensors)
+        self._keep = keep_parts
+        self._parts = None
         self.op = op
         self.seg = None
         self._after = []     # callables(resp) run after a successful response
@@ -263,6 +267,8 @@ class Prepared:
             else:
                 self._results.append((o, self._from_inline(o, cuda_kind)))
         self.req = req
+        if self._keep:
+            self._parts = (ins, out_args, alloc_outs, refs, cuda_kind)
 
     def _normalize_out(self, op, schema, out):
         if out is None:

@@ -48,6 +48,7 @@ class IpcRegistry:
             if e is not None and e.cu_id == alloc.buffer_id:
                 if pinned:
                     e.pinned = True
+                arg.ipc_entry = e
                 return e.buffer_id, arg.ptr - alloc.base
             stale = [] if e is None else [self._entries.pop(key)]
             for k, o in list(self._entries.items()):
@@ -59,8 +60,12 @@ class IpcRegistry:
             bid = self._register(handle, _cuda.device_uuid(alloc.device), alloc.size,
                                  "python pid %d 0x%x+%d" % (os.getpid(), alloc.base, alloc.size))
             self.registrations += 1
-            self._entries[key] = _Entry(bid, alloc, pinned)
+            arg.ipc_entry = self._entries[key] = _Entry(bid, alloc, pinned)
             return bid, arg.ptr - alloc.base
+
+    def current(self, entry):
+        """Whether `entry` (a resolved argument's .ipc_entry) is still registered."""
+        return self._entries.get((entry.device, entry.base, entry.size)) is entry
 
     def _drop(self, e):
         try:

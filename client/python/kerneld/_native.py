@@ -204,8 +204,11 @@ class NativeCalls:
         """Sends req (an ExecuteRequest), returns the ExecuteResponse bytes;
         raises KerneldError for a failed RPC or stream. On a stream a request's
         own error comes back inside the response (its status), as on grpcio's."""
+        return self.execute_bytes(req.SerializeToString(), timeout)
+
+    def execute_bytes(self, data, timeout=None):
+        """execute() for a request already serialized (a call plan's)."""
         lib = self._lib
-        data = req.SerializeToString()
         with self._guard:
             if self._closed:
                 raise error_for(grpc.StatusCode.CANCELLED, "kerneld: the client is closed")

@@ -90,6 +90,7 @@ class CudaArg:
         self.keep = keep  # a DLPack capsule that must outlive the request
         self.device = None  # filled from the pointer (allocation_of)
         self.context = None  # the allocation's CUDA context, filled with .device
+        self.ipc_entry = None  # its IpcRegistry entry, filled by resolve
 
     def synchronize(self):
         # sync(context): the argument's allocation context (None until

@@ -53,27 +53,39 @@ def _check(op, got, want, dt):
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_every_op_torch_ipc(gclient, op, dt, n):
+    """Every op on torch tensors, twice: the second call, on the same tensors
+    refilled with new data, is served by the first's plan (_plan.py) where
+    the client is native, with outputs it allocates anew."""
     if op in FLOAT32_ONLY and dt != "float32":
         pytest.skip("float32 only")
-    rng = np.random.default_rng(n)
-    inputs, attrs, out_dtypes = CASES[op](n, dt, rng)
-    tin = _inputs_torch(inputs, dt)
-    ref_in = {k: f64(v.float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy())
-              for k, v in tin.items()}
-    res, info = gclient.call(op, return_info=True, **tin, **attrs)
-    assert info["device"].startswith("cuda"), info
-    res = res if isinstance(res, tuple) else (res,)
-    for r in res:
-        assert isinstance(r, torch.Tensor) and r.is_cuda
-    if op in SUPPORT:
-        allowed = SUPPORT[op](ref_in["probs"], attrs)
-        for b, s in enumerate(res[0].cpu().numpy()):
-            assert int(s) in allowed[b]
-        return
-    want = REFS[op](ref_in, attrs)
-    outs = [o["name"] for o in gclient.describe(op)["outputs"]]
-    for o, r in zip(outs, res):
-        _check(op, r, want[o], out_dtypes[o] if out_dtypes[o] in TOL else dt)
+    tin = None
+    for rep in range(2):
+        rng = np.random.default_rng(n + 1000 * rep)
+        inputs, attrs, out_dtypes = CASES[op](n, dt, rng)
+        if tin is None:
+            tin = _inputs_torch(inputs, dt)
+        else:
+            for k, v in _inputs_torch(inputs, dt).items():
+                tin[k].copy_(v)
+        ref_in = {k: f64(v.float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy())
+                  for k, v in tin.items()}
+        hits = gclient._plans.hits
+        res, info = gclient.call(op, return_info=True, **tin, **attrs)
+        if rep == 1 and gclient._native is not None:
+            assert gclient._plans.hits == hits + 1, "the repeated call did not use its plan"
+        assert info["device"].startswith("cuda"), info
+        res = res if isinstance(res, tuple) else (res,)
+        for r in res:
+            assert isinstance(r, torch.Tensor) and r.is_cuda
+        if op in SUPPORT:
+            allowed = SUPPORT[op](ref_in["probs"], attrs)
+            for b, s in enumerate(res[0].cpu().numpy()):
+                assert int(s) in allowed[b]
+            continue
+        want = REFS[op](ref_in, attrs)
+        outs = [o["name"] for o in gclient.describe(op)["outputs"]]
+        for o, r in zip(outs, res):
+            _check(op, r, want[o], out_dtypes[o] if out_dtypes[o] in TOL else dt)
     assert gclient._ipc_reg.registrations > 0
 
 
@@ -173,6 +185,38 @@ def test_freed_and_reallocated_at_the_same_address(gclient):
             assert not (old_ids - set(gclient._ipc_reg.buffer_ids())) & now  # stale one unregistered
             break
     assert seen_reuse, "torch never reused the address after empty_cache (5 tries)"
+
+
+def test_a_plan_notices_an_allocation_freed_and_replaced(gclient):
+    """A planned call whose tensor's allocation was freed and another made at
+    the same address must not send the old registration: the plan's check
+    (the CUDA buffer id at the address) sends it the generic way, which
+    registers the new allocation."""
+    n = (64 << 20) // 4
+    for attempt in range(5):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        x = torch.full((n,), 1.0, device="cuda")
+        ptr = x.data_ptr()
+        for _ in range(2):
+            gclient.scale(x, factor=1.0, out=x)  # the second one is planned
+        hits, regs = gclient._plans.hits, gclient._ipc_reg.registrations
+        if gclient._native is not None:
+            assert hits > 0
+        del x
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        x = torch.full((n,), 3.0, device="cuda")
+        if x.data_ptr() != ptr:
+            continue
+        y = gclient.scale(x, factor=1.0, out=x)
+        assert (y == 3).all().item()
+        gclient.scale(x, factor=2.0, out=x)
+        assert (x == 6).all().item(), "the new allocation was written (not the stale registration)"
+        assert gclient._ipc_reg.registrations == regs + 1
+        assert gclient._plans.hits == hits  # the check refused the stale plan
+        return
+    pytest.skip("torch never reused the address after empty_cache (5 tries)")
 
 
 def test_allocation_of_in_one_call_matches_one_attribute_a_call():
@@ -279,8 +323,9 @@ def test_a_call_keeps_no_reference_to_its_tensors(gclient):
     try:
         x = torch.ones(4097, device="cuda")
         y = torch.empty_like(x)
-        gclient.scale(x, factor=2.0, out=y)
-        out = gclient.scale(x, factor=3.0)  # an output the client allocated
+        for _ in range(3):  # the later calls on their plans (which hold no tensor either)
+            gclient.scale(x, factor=2.0, out=y)
+            out = gclient.scale(x, factor=3.0)  # an output the client allocated
         refs = [weakref.ref(t) for t in (x, y, out)]
         del x, y, out
         assert [r() for r in refs] == [None, None, None]
