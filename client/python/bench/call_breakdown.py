@@ -8,12 +8,13 @@ IPC on cuda when torch sees a GPU), interleaved in rounds, p50 of each:
   kernelctl      `kernelctl run --repeat` (C++ blocking stub, one thread), and
                  with --stream (ping-pong on one ExecuteStream)
   full           client.scale(...) as a user calls it (rpc="native" with its
-                 adaptive spin, the same with spin_us=0, rpc="native_unary" and
-                 rpc="stream")
+                 adaptive spin and call plans, the same without plans, with
+                 spin_us=0, rpc="native_unary" and rpc="stream")
   transport      the transport alone on a request built once (native:
                  NativeCalls.execute; stream: CallStream.execute)
   prepare        building the request (Prepared: arguments, IPC lookups,
-                 stream synchronization) without sending it
+                 stream synchronization) without sending it: the generic path
+  plan key       what a planned call computes to find its plan
   complete       reading a response into the result
   ctypes no-op   one call into libkerneld_native that does nothing
 Not a test: it prints numbers.
@@ -29,7 +30,7 @@ import numpy as np
 
 import bench_scale  # this folder: its kernelctl runner
 import kerneld
-from kerneld import _native
+from kerneld import _native, _plan
 from kerneld._core import Prepared
 from kerneld._proto import kerneld_pb2 as pb
 
@@ -60,6 +61,7 @@ def main():
     a = ap.parse_args()
     clients = {}
     for name, kw in (("native", dict(rpc="native")),
+                     ("native, no plans", dict(rpc="native")),
                      ("native spin_us=0", dict(rpc="native", spin_us=0)),
                      ("native_unary", dict(rpc="native_unary")),
                      ("stream", dict(rpc="stream"))):
@@ -69,6 +71,8 @@ def main():
             print("rpc=%s: %s" % (name, e))
     for c in clients.values():
         c.ops()
+    if "native, no plans" in clients:
+        clients["native, no plans"]._plans.disable()
     lib = _native.load()[0]
     cases = [("cpu inline numpy", "inline", "cpu",
               np.random.default_rng(0).standard_normal(4096).astype(np.float16))]
@@ -100,6 +104,7 @@ def main():
                                                  a.calls))
             if "native" in clients:
                 c = clients["native"]
+                add("plan key", p50(lambda: _plan.key(c, "scale", (x,), dict(kw)), a.calls))
 
                 def prep_complete():
                     Prepared(c, "scale", (x,), dict(kw)).complete(resp)
