@@ -558,7 +558,9 @@ class Client(_Base):
             raise
         result = p.complete(resp)
         if pk is not None:
-            self._plans.put(pk[0], _plan.make(p, pk[2], *given))
+            plan = _plan.make(p, pk[2], *given)
+            if plan is not None:
+                self._plans.put(pk[0], plan)
         return result
 
     def stream(self):

@@ -42,6 +42,7 @@ def lib():
                                                   ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint64]
             l.cuIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
             l.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
+            l.cuCtxGetCurrent.argtypes = [ctypes.c_void_p]
             l.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
             l.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
             l.cuDeviceGetUuid.argtypes = [ctypes.c_char_p, ctypes.c_int]
@@ -148,8 +149,24 @@ def _allocation_of_one_by_one(l, ptr):
 def buffer_id_at(base):
     """The CUDA buffer id of the allocation at `base` now, or None if none is."""
     l = lib()
-    rc, bid = _attr(l, base, CU_POINTER_ATTRIBUTE_BUFFER_ID, ctypes.c_uint64)
-    return bid if rc == 0 else None
+    q = getattr(_local, "bid", None)
+    if q is None:  # this thread's result slot: a planned call checks every time
+        v = ctypes.c_uint64()
+        q = _local.bid = (v, ctypes.byref(v))
+    rc = l.cuPointerGetAttribute(q[1], CU_POINTER_ATTRIBUTE_BUFFER_ID, base)
+    return q[0].value if rc == 0 else None
+
+
+def current_context():
+    """The calling thread's current CUDA context (None when it has none)."""
+    l = lib()
+    q = getattr(_local, "ctx", None)
+    if q is None:
+        v = ctypes.c_void_p()
+        q = _local.ctx = (v, ctypes.byref(v))
+    if l.cuCtxGetCurrent(q[1]) != 0:
+        return None
+    return q[0].value
 
 
 class pushed:

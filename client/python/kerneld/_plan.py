@@ -8,7 +8,7 @@ Python added over kernelctl's stream (docs/performance.md, fifth session).
 
 A plan is made from a call that succeeded on the generic path. Its key holds
 everything that decided that request: the op, each tensor's kind, dtype,
-shape and contiguity (a GPU tensor's address and device too), the attrs'
+shape and contiguity (a GPU tensor's address too), the attrs'
 types and values, and the call keywords; the plan also keeps the schema it
 was made with and is used only while the client still has that schema. A
 later call with the same key sends the plan's bytes: constant, but for the
@@ -79,7 +79,8 @@ def _sig(v, torch):
     if t is np.ndarray:
         return (0, v.dtype, v.shape, v.flags.c_contiguous)
     if torch is not None and t is torch.Tensor and v.is_cuda:
-        return (1, v.dtype, v.shape, v.data_ptr(), v.get_device(), v.is_contiguous())
+        # No device: a CUDA address (unified addressing) names its device.
+        return (1, v.dtype, v.shape, v.data_ptr(), v.is_contiguous())
     return None
 
 
@@ -165,7 +166,7 @@ class Plan:
 
     def run(self, client, native, objs):
         """The call's result; MISS when a GPU check fails (nothing was sent)."""
-        for ptr, cu_id, entry in self.checks:
+        for ptr, cu_id, entry in self.checks:  # one per registration
             if _cuda.buffer_id_at(ptr) != cu_id or not self.registry.current(entry):
                 return MISS
         allocated = []
@@ -182,12 +183,8 @@ class Plan:
                 ref = pb.Tensor(dtype=dt, shape=shape, buffer=pb.BufferRef(buffer_id=bid, offset=off))
                 parts.append(_entry(_OUTPUTS, name, ref.SerializeToString()))
                 allocated.append(t)
-        if self.syncs:
-            # The issue's stream rule, as Prepared applies it: the producing
-            # stream of each device finishes before the daemon reads.
-            cuda = _torch().cuda
-            for dev in self.syncs:
-                cuda.current_stream(dev).synchronize()
+        for dev, ctx in self.syncs:
+            _sync_current_stream(dev, ctx)
         timeout = client.timeout if self.timeout is UNSET else self.timeout
         resp = pb.ExecuteResponse.FromString(native.execute_bytes(b"".join(parts), timeout))
         st = resp.status
@@ -220,6 +217,20 @@ class Plan:
         return b"".join(parts)
 
 
+def _sync_current_stream(dev, ctx):
+    """The stream rule, as Prepared applies it: torch's current stream on
+    device `dev` finishes before the daemon reads. Through the driver on the
+    raw handle when `ctx` (the tensors' context) is this thread's, which the
+    null stream's handle needs: 1.0 against 2.7 us on the GPU host
+    (bench/sync_probe.py); torch's own call otherwise."""
+    torch = _torch()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None and _cuda.current_context() == ctx:
+        _cuda.stream_synchronize(raw(dev))
+    else:
+        torch.cuda.current_stream(dev).synchronize()
+
+
 def _copy_into(op, resp, o, arr):
     data = resp.outputs[o].inline_data
     if len(data) != arr.nbytes:
@@ -231,9 +242,9 @@ def _copy_into(op, resp, o, arr):
 
 
 def make(p, roles, timeout, return_info):
-    """A Plan from Prepared `p` (made with keep_parts=True, its call answered),
-    or NO_PLAN when its kind of call is not one a plan covers. timeout: the
-    call's timeout= or UNSET."""
+    """A Plan from Prepared `p` (made with keep_parts=True, its call answered);
+    NO_PLAN when its kind of call is not one a plan covers; None when a later
+    call of the key may make one. timeout: the call's timeout= or UNSET."""
     parts, p._parts = p._parts, None
     if parts is None or p.seg is not None or p.schema is None:
         return NO_PLAN
@@ -258,21 +269,23 @@ def make(p, roles, timeout, return_info):
                                 inline_prefix(_INPUTS, n, a.dtype, a.shape, a.nbytes)))
     else:
         plan.registry = p.client._ipc()
-        devices = []
-        for role, a in [(("in", n), a) for n, a in ins.items()] + \
-                       [(("out", n), a) for n, a in out_args.items()]:
+        entries = set()
+        for a in list(ins.values()) + list(out_args.values()):
             e = getattr(a, "ipc_entry", None)
             if refs.get(id(a)) is None or e is None:
                 return NO_PLAN  # an empty tensor: declared without data
-            plan.checks.append((a.ptr, e.cu_id, e))
-            if a.device not in devices:
-                devices.append(a.device)
+            # One check a registration: tensors at fixed offsets of one
+            # allocation are all in it when the allocation is the same one.
+            if id(e) not in entries:
+                entries.add(id(e))
+                plan.checks.append((a.ptr, e.cu_id, e))
+            if (a.device, a.context) not in plan.syncs:
+                plan.syncs.append((a.device, a.context))
         for o, a in alloc_outs.items():
             del req.outputs[o]
             plan.allocs.append((o, a.shape, a.obj.dtype, a.dtype, a.nbytes, a.obj.device))
-            if a.device not in devices:
-                devices.append(a.device)
-        plan.syncs = devices
+            if (a.device, a.context) not in plan.syncs:
+                plan.syncs.append((a.device, a.context))
     alloc_index = {o: i for i, o in enumerate(alloc_outs)}
     for o in schema.outputs:
         src = schema.in_place_of.get(o)
@@ -287,7 +300,10 @@ def make(p, roles, timeout, return_info):
         elif not cuda_kind:
             plan.results.append(("new", o, None))
         else:
-            return NO_PLAN  # a GPU call whose output comes back inline
+            # A GPU call whose output came back inline: its shape had no rule.
+            # The client learns it from this response, and the next call
+            # allocates it; that call makes the plan.
+            return None
     plan.const = req.SerializeToString()
     return plan
 
