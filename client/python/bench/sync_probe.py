@@ -8,21 +8,10 @@ p50 in us of each way, on an idle stream (a call's usual case). Not a test.
 """
 import argparse
 import ctypes
-import time
 
 import torch
 
-
-def p50(f, n):
-    for _ in range(500):
-        f()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        f()
-        ts.append(time.perf_counter_ns() - t0)
-    ts.sort()
-    return ts[n // 2] / 1e3
+from call_breakdown import p50  # this folder
 
 
 def main():
@@ -47,7 +36,7 @@ def main():
     ]
     print("idle stream, %d calls, p50 us, %s" % (n, torch.cuda.get_device_name(0)))
     for name, f in rows:
-        print("%-42s %7.2f" % (name, p50(f, n)))
+        print("%-42s %7.2f" % (name, p50(f, n, warm=500)))
 
 
 if __name__ == "__main__":
