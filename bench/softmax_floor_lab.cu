@@ -1,0 +1,363 @@
+// How fast can any decode softmax be, measured: the floor under issue 17's
+// "softmax decode >= 0.90 x copy".
+//
+// A softmax row must be read whole before its first output is written (every
+// output needs the row's max and sum). So at shapes too small to keep the GPU
+// busy with other rows, the time is at least: read the row, reduce one value
+// across everything that read it, then write. This lab times exactly that
+// and nothing more, on softmax's bytes (float16 in, float32 out): skeleton
+// kernels that load the row into registers, reduce one float (the max) over
+// the row, and write x - max, with no exp and no second reduction. Whatever
+// they cost, a softmax costs at least as much. The ways to share the row's
+// value, each swept over its launch shapes:
+//   stream    no dependency: each thread writes what it read (a converting
+//             copy; the layout's own floor)
+//   block     one block a row (__syncthreads reduction)
+//   clusterC  a row over a cluster of C blocks (2..16) exchanging one float
+//             through distributed shared memory (cluster.sync)
+//   gridP     a row over P blocks anywhere on the GPU (all resident),
+//             exchanging one float through global memory (a per-row arrival
+//             counter that only grows, so nothing is reset between launches)
+// beside kernel_bench's reference (cudaMemcpyAsync of the same bytes, half
+// read and half written) and the production softmax. Each skeleton is
+// checked against the host (x - row max) before it is timed. CUDA events,
+// L2 read-flushed before each run, median of --reps (kernel_bench's method).
+//
+//   softmax_floor_lab [--reps N]
+// Last, one table: shape, copy us, production x copy, the best of each
+// family x copy.
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_cuda.cuh"
+#include "ops/softmax/cuda.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+int g_sms = 1;
+kerneld::bench::L2Flush g_flush;
+
+template <typename F>
+double TimeUs(cudaStream_t s, int reps, F&& f) {
+  return kerneld::bench::FlushedMedianUs(s, reps, g_flush, f);
+}
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// Max over the block of v; every thread gets it.
+__device__ float BlockMax(float v, float* red) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[lane] : -INFINITY;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+enum Mode { kStream = 0, kBlock = 1, kCluster = 2, kGrid = 3 };
+
+// Rows of `units` 4-element packs (8 bytes in, 16 out), `parts` blocks a row,
+// each with a contiguous chunk; K packs a thread, held in registers.
+template <int K, int kMode>
+__global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, int64_t units,
+                         int parts, float* partials, unsigned* arrived, unsigned want) {
+  __shared__ float red[32];
+  __shared__ float mine;
+  const int64_t row = blockIdx.x / parts;
+  const int part = static_cast<int>(blockIdx.x % parts);
+  const int64_t chunk = (units + parts - 1) / parts;
+  const int64_t begin = part * chunk, end = begin + chunk < units ? begin + chunk : units;
+  const uint2* xr = x + row * units;
+  float4* yr = y + row * units;
+  uint2 v[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
+    v[k] = u < end ? __ldcs(xr + u) : make_uint2(0xfc00fc00u, 0xfc00fc00u);  // -inf halves
+  }
+  float m = 0.f;
+  if constexpr (kMode != kStream) {
+    m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v[k].x));
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v[k].y));
+      m = fmaxf(m, fmaxf(fmaxf(a.x, a.y), fmaxf(b.x, b.y)));
+    }
+    m = BlockMax(m, red);
+  }
+  if constexpr (kMode == kCluster) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) mine = m;
+    cluster.sync();
+    if (threadIdx.x < 32) {
+      float g = -INFINITY;
+      for (int r = static_cast<int>(threadIdx.x); r < parts; r += 32)
+        g = fmaxf(g, *cluster.map_shared_rank(&mine, r));
+      for (int o = 16; o > 0; o >>= 1) g = fmaxf(g, __shfl_xor_sync(kFull, g, o));
+      if (threadIdx.x == 0) red[0] = g;
+    }
+    cluster.sync();  // no block leaves while another reads its shared memory
+    m = red[0];
+  } else if constexpr (kMode == kGrid) {
+    __syncthreads();  // BlockMax's readers of red[] are done
+    if (threadIdx.x == 0) {
+      partials[blockIdx.x] = m;
+      __threadfence();
+      atomicAdd(arrived + row, 1u);
+      unsigned seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrived + row));
+      } while (static_cast<int>(seen - want) < 0);
+      float g = -INFINITY;
+      for (int p = 0; p < parts; ++p) g = fmaxf(g, __ldcg(partials + row * parts + p));
+      red[0] = g;
+    }
+    __syncthreads();
+    m = red[0];
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < end) {
+      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v[k].x));
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v[k].y));
+      __stcs(yr + u, make_float4(a.x - m, a.y - m, b.x - m, b.y - m));
+    }
+  }
+}
+
+struct Shape {
+  int64_t rows, vocab;
+};
+
+struct Buffers {
+  __half* x = nullptr;
+  float* y = nullptr;
+  float* partials = nullptr;
+  unsigned* arrived = nullptr;
+  unsigned arrivals = 0;  // what each row's counter reaches after the last grid launch
+  std::vector<__half> hx;
+  std::vector<float> want;
+};
+
+template <int K, int kMode>
+bool LaunchK(const Shape& sh, Buffers& b, int parts, int threads, cudaStream_t s) {
+  auto kernel = Skeleton<K, kMode>;
+  const int64_t units = sh.vocab / 4;
+  const unsigned grid = static_cast<unsigned>(sh.rows * parts);
+  if constexpr (kMode == kCluster) {
+    if (parts > 8 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+      return false;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.stream = s;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(parts);
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    cfg.gridDim = dim3(static_cast<unsigned>(parts));
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters < 1) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    cfg.gridDim = dim3(grid);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, reinterpret_cast<const uint2*>(b.x),
+                                             reinterpret_cast<float4*>(b.y), units, parts,
+                                             b.partials, b.arrived, 0u);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return true;
+  } else {
+    if constexpr (kMode == kGrid) {  // every block resident, or the spin never ends
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+      if (int64_t{per_sm} * g_sms < static_cast<int64_t>(grid)) return false;
+    }
+    if constexpr (kMode == kGrid) b.arrivals += static_cast<unsigned>(parts);
+    kernel<<<grid, threads, 0, s>>>(reinterpret_cast<const uint2*>(b.x),
+                                    reinterpret_cast<float4*>(b.y), units, parts, b.partials,
+                                    b.arrived, b.arrivals);
+    return cudaGetLastError() == cudaSuccess;
+  }
+}
+
+template <int kMode>
+bool Launch(const Shape& sh, Buffers& b, int parts, int threads, int k, cudaStream_t s) {
+  switch (k) {
+    case 1: return LaunchK<1, kMode>(sh, b, parts, threads, s);
+    case 2: return LaunchK<2, kMode>(sh, b, parts, threads, s);
+    case 4: return LaunchK<4, kMode>(sh, b, parts, threads, s);
+    case 8: return LaunchK<8, kMode>(sh, b, parts, threads, s);
+    case 16: return LaunchK<16, kMode>(sh, b, parts, threads, s);
+    case 32: return LaunchK<32, kMode>(sh, b, parts, threads, s);
+    default: return false;
+  }
+}
+
+bool Run(int mode, const Shape& sh, Buffers& b, int parts, int threads, int k, cudaStream_t s) {
+  switch (mode) {
+    case kStream: return Launch<kStream>(sh, b, parts, threads, k, s);
+    case kBlock: return Launch<kBlock>(sh, b, parts, threads, k, s);
+    case kCluster: return Launch<kCluster>(sh, b, parts, threads, k, s);
+    default: return Launch<kGrid>(sh, b, parts, threads, k, s);
+  }
+}
+
+// y == x (stream) or x - row max, exactly (float arithmetic on float16 values).
+bool Check(int mode, const Shape& sh, Buffers& b) {
+  std::vector<float> got(static_cast<size_t>(sh.rows * sh.vocab));
+  CK(cudaMemcpy(got.data(), b.y, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int64_t r = 0; r < sh.rows; ++r) {
+    const float m = mode == kStream ? 0.f : b.want[static_cast<size_t>(r)];
+    for (int64_t i = 0; i < sh.vocab; ++i) {
+      const size_t at = static_cast<size_t>(r * sh.vocab + i);
+      if (got[at] != __half2float(b.hx[at]) - m) return false;
+    }
+  }
+  return true;
+}
+
+const char* kFamily[] = {"stream", "block", "cluster", "grid"};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 30;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: softmax_floor_lab [--reps N]\n");
+      return 2;
+    }
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+  std::printf("softmax_floor_lab: %s, %d SMs, L2 %d MiB; CUDA events, L2 read-flushed, median of %d\n",
+              prop.name, g_sms, prop.l2CacheSize >> 20, reps);
+  g_flush.bytes = 2 * static_cast<size_t>(prop.l2CacheSize);
+  g_flush.sms = g_sms;
+  void* fb = nullptr;
+  CK(cudaMalloc(&fb, g_flush.bytes));
+  CK(cudaMemset(fb, 1, g_flush.bytes));
+  g_flush.buf = fb;
+  CK(cudaMalloc(&g_flush.sink, sizeof(unsigned)));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const kerneld::cuda::softmax::DeviceCaps dev{0, prop.major * 10 + prop.minor, g_sms};
+
+  const std::vector<Shape> shapes = {{16, 4096},  {1, 32768},  {16, 32768}, {64, 32768},
+                                     {64, 50000}, {1, 128256}, {4, 128256}, {16, 128256},
+                                     {64, 128256}};
+  std::vector<std::string> table;
+  for (const Shape& sh : shapes) {
+    const size_t n = static_cast<size_t>(sh.rows * sh.vocab);
+    Buffers b;
+    b.hx.resize(n);
+    b.want.assign(static_cast<size_t>(sh.rows), -INFINITY);
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; ++i) {
+      h = (h ^ static_cast<uint32_t>(i)) * 16777619u;
+      b.hx[i] = __float2half(static_cast<float>(h % 20001) / 1000.f - 10.f);
+      float& w = b.want[i / static_cast<size_t>(sh.vocab)];
+      w = std::max(w, __half2float(b.hx[i]));
+    }
+    CK(cudaMalloc(&b.x, n * sizeof(__half)));
+    CK(cudaMalloc(&b.y, n * sizeof(float)));
+    CK(cudaMalloc(&b.partials, static_cast<size_t>(sh.rows) * 1024 * sizeof(float)));
+    CK(cudaMalloc(&b.arrived, static_cast<size_t>(sh.rows) * sizeof(unsigned)));
+    CK(cudaMemset(b.arrived, 0, static_cast<size_t>(sh.rows) * sizeof(unsigned)));
+    CK(cudaMemcpy(b.x, b.hx.data(), n * sizeof(__half), cudaMemcpyHostToDevice));
+    const size_t bytes = n * (sizeof(__half) + sizeof(float));
+    void *ca, *cbuf;
+    CK(cudaMalloc(&ca, bytes / 2));
+    CK(cudaMalloc(&cbuf, bytes / 2));
+    const double copy = TimeUs(s, reps, [&] {
+      CK(cudaMemcpyAsync(cbuf, ca, bytes / 2, cudaMemcpyDeviceToDevice, s));
+    });
+    CK(cudaFree(ca));
+    CK(cudaFree(cbuf));
+    const double prod = TimeUs(s, reps, [&] {
+      CK((kerneld::cuda::softmax::Softmax<__half, float>(b.x, b.y, sh.rows, sh.vocab, 1.0f, dev, s)));
+    });
+    std::printf("%4lld x %-7lld copy %7.2f us   production %7.2f us (%.2f x copy)\n",
+                static_cast<long long>(sh.rows), static_cast<long long>(sh.vocab), copy, prod,
+                copy / prod);
+    double best[4] = {0, 0, 0, 0};
+    std::string best_name[4];
+    const int64_t units = sh.vocab / 4;
+    for (int mode = kStream; mode <= kGrid; ++mode) {
+      std::vector<int> parts_list;
+      if (mode == kBlock) parts_list = {1};
+      if (mode == kCluster) parts_list = {2, 4, 8, 16};
+      if (mode == kStream || mode == kGrid)
+        for (int p = 1; p <= 512; p *= 2)
+          if (sh.rows * p <= 8 * g_sms && (mode == kStream || p >= 2)) parts_list.push_back(p);
+      for (int parts : parts_list) {
+        const int64_t chunk = (units + parts - 1) / parts;
+        for (int threads : {128, 256, 512, 1024}) {
+          int k = 1;
+          while (k < 32 && int64_t{k} * threads < chunk) k *= 2;
+          if (int64_t{k} * threads < chunk) continue;            // the row does not fit
+          if (k > 1 && int64_t{k / 2} * threads >= chunk) continue;  // fewer threads do it
+          CK(cudaMemset(b.y, 0xff, n * sizeof(float)));
+          if (!Run(mode, sh, b, parts, threads, k, s)) continue;
+          CK(cudaStreamSynchronize(s));
+          char name[64];
+          std::snprintf(name, sizeof name, "%s p%d t%d k%d", kFamily[mode], parts, threads, k);
+          if (!Check(mode, sh, b)) {
+            std::printf("    %-26s WRONG\n", name);
+            continue;
+          }
+          const double us = TimeUs(s, reps, [&] { Run(mode, sh, b, parts, threads, k, s); });
+          std::printf("    %-26s %7.2f us  %.2f x copy\n", name, us, copy / us);
+          if (best[mode] == 0 || us < best[mode]) {
+            best[mode] = us;
+            best_name[mode] = name;
+          }
+        }
+      }
+    }
+    char line[400];
+    int at = std::snprintf(line, sizeof line, "| %lld x %lld | %.2f | %.2f |",
+                           static_cast<long long>(sh.rows), static_cast<long long>(sh.vocab), copy,
+                           copy / prod);
+    for (int mode = kStream; mode <= kGrid; ++mode)
+      at += std::snprintf(line + at, sizeof line - static_cast<size_t>(at),
+                          best[mode] > 0 ? " %.2f (%s) |" : " – |", copy / best[mode],
+                          best_name[mode].c_str());
+    table.push_back(line);
+    CK(cudaFree(b.x));
+    CK(cudaFree(b.y));
+    CK(cudaFree(b.partials));
+    CK(cudaFree(b.arrived));
+  }
+  std::printf(
+      "\n| rows x vocab | copy us | production x copy | stream (no dependency) | block | cluster | "
+      "grid |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::string& l : table) std::printf("%s\n", l.c_str());
+  return 0;
+}
