@@ -18,10 +18,17 @@
 //   gridP     a row over P blocks anywhere on the GPU (all resident),
 //             exchanging one float through global memory (a per-row arrival
 //             counter that only grows, so nothing is reset between launches)
-// beside kernel_bench's reference (cudaMemcpyAsync of the same bytes, half
-// read and half written) and the production softmax. Each skeleton is
-// checked against the host (x - row max) before it is timed. CUDA events,
-// L2 read-flushed before each run, median of --reps (kernel_bench's method).
+// and the whole softmax in the same frame ("softmax cluster" / "softmax
+// grid", SoftFull: raw packs in registers, one (max, sum) exchange, the exp
+// computed again for the output; "plain": without streaming load and store
+// hints), beside kernel_bench's reference (cudaMemcpyAsync of the same
+// bytes, half read and half written) and the production softmax. Each
+// skeleton is checked against the host (x - row max, exactly) and each
+// softmax against a float64 softmax before it is timed. CUDA events, L2
+// read-flushed before each run, median of --reps (kernel_bench's method).
+// The production split-row kernel (ops/softmax/cuda.cuh) is "softmax
+// cluster" since this lab measured it faster than the kernel before it at
+// every split shape; its plan (ops/softmax/plan.h) comes from this sweep.
 //
 //   softmax_floor_lab [--reps N]
 // Last, one table: shape, copy us, production x copy, the best of each
@@ -68,7 +75,117 @@ __device__ float BlockMax(float v, float* red) {
   return v;
 }
 
-enum Mode { kStream = 0, kBlock = 1, kCluster = 2, kGrid = 3 };
+enum Mode { kStream = 0, kBlock = 1, kCluster = 2, kGrid = 3, kSoftCluster = 4, kSoftGrid = 5 };
+
+__device__ __forceinline__ void MergeMs(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;
+  s = s * __expf(m - mm) + s2 * __expf(m2 - mm);
+  m = mm;
+}
+
+__device__ __forceinline__ float4 Halves(uint2 p) {
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&p.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&p.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+
+// The whole softmax (scale 1) in the skeletons' frame: the row's packs held
+// raw in registers, each thread's (max, sum) against its own max, one
+// exchange of (max, sum) over the row's blocks (cluster or global memory),
+// exp computed again for the output (two exps an element: the cache stays
+// 2 registers a pack, so a block can hold 32 packs a thread). kHints:
+// streaming loads and stores (__ldcs / __stcs) or plain ones.
+template <int K, int kMode, bool kHints>
+__global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, int64_t units,
+                         int parts, float2* partials, unsigned* arrived, unsigned want) {
+  __shared__ float2 red[32];
+  __shared__ float2 mine;
+  const int64_t row = blockIdx.x / parts;
+  const int part = static_cast<int>(blockIdx.x % parts);
+  const int64_t chunk = (units + parts - 1) / parts;
+  const int64_t begin = part * chunk, end = begin + chunk < units ? begin + chunk : units;
+  const uint2* xr = x + row * units;
+  float4* yr = y + row * units;
+  uint2 v[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
+    v[k] = u < end ? (kHints ? __ldcs(xr + u) : xr[u]) : make_uint2(0xfc00fc00u, 0xfc00fc00u);
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const float4 f = Halves(v[k]);
+    m = fmaxf(m, fmaxf(fmaxf(f.x, f.y), fmaxf(f.z, f.w)));
+  }
+  float s = 0.f;
+  if (m != -INFINITY) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const float4 f = Halves(v[k]);
+      s += __expf(f.x - m) + __expf(f.y - m) + __expf(f.z - m) + __expf(f.w - m);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1)
+    MergeMs(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) red[warp] = make_float2(m, s);
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < warps ? red[lane].x : -INFINITY;
+    s = lane < warps ? red[lane].y : 0.f;
+    for (int o = 16; o > 0; o >>= 1)
+      MergeMs(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
+  }
+  if constexpr (kMode == kSoftCluster) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) mine = make_float2(m, s);
+    cluster.sync();
+    if (warp == 0) {
+      float gm = -INFINITY, gs = 0.f;
+      for (int r = lane; r < parts; r += 32) {
+        const float2 p = *cluster.map_shared_rank(&mine, r);
+        MergeMs(gm, gs, p.x, p.y);
+      }
+      for (int o = 16; o > 0; o >>= 1)
+        MergeMs(gm, gs, __shfl_xor_sync(kFull, gm, o), __shfl_xor_sync(kFull, gs, o));
+      if (lane == 0) red[0] = make_float2(gm, gs);
+    }
+    cluster.sync();
+  } else {
+    if (threadIdx.x == 0) {
+      partials[blockIdx.x] = make_float2(m, s);
+      __threadfence();
+      atomicAdd(arrived + row, 1u);
+      unsigned seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrived + row));
+      } while (static_cast<int>(seen - want) < 0);
+      float gm = -INFINITY, gs = 0.f;
+      for (int p = 0; p < parts; ++p) {
+        const float2 q = __ldcg(partials + row * parts + p);
+        MergeMs(gm, gs, q.x, q.y);
+      }
+      red[0] = make_float2(gm, gs);
+    }
+    __syncthreads();
+  }
+  const float gm = red[0].x, inv = 1.f / red[0].y;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < end) {
+      const float4 f = Halves(v[k]);
+      const float4 o = make_float4(__expf(f.x - gm) * inv, __expf(f.y - gm) * inv,
+                                   __expf(f.z - gm) * inv, __expf(f.w - gm) * inv);
+      if (kHints)
+        __stcs(yr + u, o);
+      else
+        yr[u] = o;
+    }
+  }
+}
 
 // Rows of `units` 4-element packs (8 bytes in, 16 out), `parts` blocks a row,
 // each with a contiguous chunk; K packs a thread, held in registers.
@@ -148,19 +265,36 @@ struct Shape {
 struct Buffers {
   __half* x = nullptr;
   float* y = nullptr;
-  float* partials = nullptr;
+  float2* partials = nullptr;
   unsigned* arrived = nullptr;
   unsigned arrivals = 0;  // what each row's counter reaches after the last grid launch
   std::vector<__half> hx;
-  std::vector<float> want;
+  std::vector<float> want;   // row max
+  std::vector<double> soft;  // float64 softmax of every element
 };
 
-template <int K, int kMode>
+template <int kMode>
+auto Partials(Buffers& b) {
+  if constexpr (kMode >= kSoftCluster)
+    return b.partials;
+  else
+    return reinterpret_cast<float*>(b.partials);
+}
+
+template <int K, int kMode, bool kHints>
+auto KernelFor() {
+  if constexpr (kMode >= kSoftCluster)
+    return SoftFull<K, kMode, kHints>;
+  else
+    return Skeleton<K, kMode>;
+}
+
+template <int K, int kMode, bool kHints = true>
 bool LaunchK(const Shape& sh, Buffers& b, int parts, int threads, cudaStream_t s) {
-  auto kernel = Skeleton<K, kMode>;
+  auto kernel = KernelFor<K, kMode, kHints>();
   const int64_t units = sh.vocab / 4;
   const unsigned grid = static_cast<unsigned>(sh.rows * parts);
-  if constexpr (kMode == kCluster) {
+  if constexpr (kMode == kCluster || kMode == kSoftCluster) {
     if (parts > 8 &&
         cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
       return false;
@@ -183,45 +317,51 @@ bool LaunchK(const Shape& sh, Buffers& b, int parts, int threads, cudaStream_t s
     cfg.gridDim = dim3(grid);
     const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, reinterpret_cast<const uint2*>(b.x),
                                              reinterpret_cast<float4*>(b.y), units, parts,
-                                             b.partials, b.arrived, 0u);
+                                             Partials<kMode>(b), b.arrived, 0u);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       return false;
     }
     return true;
   } else {
-    if constexpr (kMode == kGrid) {  // every block resident, or the spin never ends
+    if constexpr (kMode == kGrid || kMode == kSoftGrid) {  // all resident, or the spin never ends
       int per_sm = 0;
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
       if (int64_t{per_sm} * g_sms < static_cast<int64_t>(grid)) return false;
     }
-    if constexpr (kMode == kGrid) b.arrivals += static_cast<unsigned>(parts);
+    if constexpr (kMode == kGrid || kMode == kSoftGrid) b.arrivals += static_cast<unsigned>(parts);
     kernel<<<grid, threads, 0, s>>>(reinterpret_cast<const uint2*>(b.x),
-                                    reinterpret_cast<float4*>(b.y), units, parts, b.partials,
-                                    b.arrived, b.arrivals);
+                                    reinterpret_cast<float4*>(b.y), units, parts,
+                                    Partials<kMode>(b), b.arrived, b.arrivals);
     return cudaGetLastError() == cudaSuccess;
   }
 }
 
-template <int kMode>
+template <int kMode, bool kHints = true>
 bool Launch(const Shape& sh, Buffers& b, int parts, int threads, int k, cudaStream_t s) {
   switch (k) {
-    case 1: return LaunchK<1, kMode>(sh, b, parts, threads, s);
-    case 2: return LaunchK<2, kMode>(sh, b, parts, threads, s);
-    case 4: return LaunchK<4, kMode>(sh, b, parts, threads, s);
-    case 8: return LaunchK<8, kMode>(sh, b, parts, threads, s);
-    case 16: return LaunchK<16, kMode>(sh, b, parts, threads, s);
-    case 32: return LaunchK<32, kMode>(sh, b, parts, threads, s);
+    case 1: return LaunchK<1, kMode, kHints>(sh, b, parts, threads, s);
+    case 2: return LaunchK<2, kMode, kHints>(sh, b, parts, threads, s);
+    case 4: return LaunchK<4, kMode, kHints>(sh, b, parts, threads, s);
+    case 8: return LaunchK<8, kMode, kHints>(sh, b, parts, threads, s);
+    case 16: return LaunchK<16, kMode, kHints>(sh, b, parts, threads, s);
+    case 32: return LaunchK<32, kMode, kHints>(sh, b, parts, threads, s);
     default: return false;
   }
 }
 
+// mode 6 and 7: kSoftCluster and kSoftGrid with plain loads and stores.
+constexpr int kModes = 8;
 bool Run(int mode, const Shape& sh, Buffers& b, int parts, int threads, int k, cudaStream_t s) {
   switch (mode) {
     case kStream: return Launch<kStream>(sh, b, parts, threads, k, s);
     case kBlock: return Launch<kBlock>(sh, b, parts, threads, k, s);
     case kCluster: return Launch<kCluster>(sh, b, parts, threads, k, s);
-    default: return Launch<kGrid>(sh, b, parts, threads, k, s);
+    case kGrid: return Launch<kGrid>(sh, b, parts, threads, k, s);
+    case kSoftCluster: return Launch<kSoftCluster>(sh, b, parts, threads, k, s);
+    case kSoftGrid: return Launch<kSoftGrid>(sh, b, parts, threads, k, s);
+    case 6: return Launch<kSoftCluster, false>(sh, b, parts, threads, k, s);
+    default: return Launch<kSoftGrid, false>(sh, b, parts, threads, k, s);
   }
 }
 
@@ -229,6 +369,11 @@ bool Run(int mode, const Shape& sh, Buffers& b, int parts, int threads, int k, c
 bool Check(int mode, const Shape& sh, Buffers& b) {
   std::vector<float> got(static_cast<size_t>(sh.rows * sh.vocab));
   CK(cudaMemcpy(got.data(), b.y, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  if (mode >= kSoftCluster) {
+    for (size_t i = 0; i < got.size(); ++i)
+      if (!(std::fabs(got[i] - b.soft[i]) <= 1e-6 + 2e-4 * b.soft[i])) return false;
+    return true;
+  }
   for (int64_t r = 0; r < sh.rows; ++r) {
     const float m = mode == kStream ? 0.f : b.want[static_cast<size_t>(r)];
     for (int64_t i = 0; i < sh.vocab; ++i) {
@@ -239,7 +384,9 @@ bool Check(int mode, const Shape& sh, Buffers& b) {
   return true;
 }
 
-const char* kFamily[] = {"stream", "block", "cluster", "grid"};
+const char* kFamily[kModes] = {"stream", "block", "cluster", "grid",
+                               "softmax cluster", "softmax grid", "softmax cluster plain",
+                               "softmax grid plain"};
 
 }  // namespace
 
@@ -285,9 +432,18 @@ int main(int argc, char** argv) {
       float& w = b.want[i / static_cast<size_t>(sh.vocab)];
       w = std::max(w, __half2float(b.hx[i]));
     }
+    b.soft.resize(n);
+    for (int64_t r = 0; r < sh.rows; ++r) {
+      double sum = 0;
+      const size_t r0 = static_cast<size_t>(r * sh.vocab);
+      for (int64_t i = 0; i < sh.vocab; ++i)
+        sum += std::exp(static_cast<double>(__half2float(b.hx[r0 + i])) - b.want[r]);
+      for (int64_t i = 0; i < sh.vocab; ++i)
+        b.soft[r0 + i] = std::exp(static_cast<double>(__half2float(b.hx[r0 + i])) - b.want[r]) / sum;
+    }
     CK(cudaMalloc(&b.x, n * sizeof(__half)));
     CK(cudaMalloc(&b.y, n * sizeof(float)));
-    CK(cudaMalloc(&b.partials, static_cast<size_t>(sh.rows) * 1024 * sizeof(float)));
+    CK(cudaMalloc(&b.partials, static_cast<size_t>(sh.rows) * 1024 * sizeof(float2)));
     CK(cudaMalloc(&b.arrived, static_cast<size_t>(sh.rows) * sizeof(unsigned)));
     CK(cudaMemset(b.arrived, 0, static_cast<size_t>(sh.rows) * sizeof(unsigned)));
     CK(cudaMemcpy(b.x, b.hx.data(), n * sizeof(__half), cudaMemcpyHostToDevice));
@@ -306,14 +462,15 @@ int main(int argc, char** argv) {
     std::printf("%4lld x %-7lld copy %7.2f us   production %7.2f us (%.2f x copy)\n",
                 static_cast<long long>(sh.rows), static_cast<long long>(sh.vocab), copy, prod,
                 copy / prod);
-    double best[4] = {0, 0, 0, 0};
-    std::string best_name[4];
+    double best[kModes] = {};
+    std::string best_name[kModes];
     const int64_t units = sh.vocab / 4;
-    for (int mode = kStream; mode <= kGrid; ++mode) {
+    for (int mode = kStream; mode < kModes; ++mode) {
+      const bool cluster = mode == kCluster || mode == kSoftCluster || mode == 6;
       std::vector<int> parts_list;
       if (mode == kBlock) parts_list = {1};
-      if (mode == kCluster) parts_list = {2, 4, 8, 16};
-      if (mode == kStream || mode == kGrid)
+      if (cluster) parts_list = {2, 4, 8, 16};
+      if (mode == kStream || (mode != kBlock && !cluster))
         for (int p = 1; p <= 512; p *= 2)
           if (sh.rows * p <= 8 * g_sms && (mode == kStream || p >= 2)) parts_list.push_back(p);
       for (int parts : parts_list) {
@@ -341,11 +498,11 @@ int main(int argc, char** argv) {
         }
       }
     }
-    char line[400];
+    char line[800];
     int at = std::snprintf(line, sizeof line, "| %lld x %lld | %.2f | %.2f |",
                            static_cast<long long>(sh.rows), static_cast<long long>(sh.vocab), copy,
                            copy / prod);
-    for (int mode = kStream; mode <= kGrid; ++mode)
+    for (int mode = kStream; mode < kModes; ++mode)
       at += std::snprintf(line + at, sizeof line - static_cast<size_t>(at),
                           best[mode] > 0 ? " %.2f (%s) |" : " – |", copy / best[mode],
                           best_name[mode].c_str());
@@ -357,7 +514,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "\n| rows x vocab | copy us | production x copy | stream (no dependency) | block | cluster | "
-      "grid |\n|---|---:|---:|---:|---:|---:|---:|\n");
+      "grid | softmax, cluster | softmax, grid | softmax, cluster, plain ld/st | softmax, grid, "
+      "plain ld/st |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const std::string& l : table) std::printf("%s\n", l.c_str());
   return 0;
 }

@@ -13,7 +13,7 @@ if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
 fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-SHAPES=v32k1=1x32000,v32k=16x32768,v50k64=64x50000,v128k1=1x128256,v128k=16x128256,v128k64=64x128256
+SHAPES=${SHAPES:-v32k1=1x32000,v32k=16x32768,v32k64=64x32768,v50k64=64x50000,v128k1=1x128256,v128k4=4x128256,v128k=16x128256,v128k64=64x128256}
 timeout 60 $B/tests/softmax_gpu_test --gtest_brief=1 >"$OUT/softmax_gpu_test.log" 2>&1
 echo "softmax_gpu_test rc=$?"; tail -4 "$OUT/softmax_gpu_test.log"; grep -m20 "FAILED\|Failure" "$OUT/softmax_gpu_test.log"
 [[ -x .device/lab/softmax_lab ]] && timeout 40 .device/lab/softmax_lab --reps 20 | tee "$OUT/softmax_lab.txt"

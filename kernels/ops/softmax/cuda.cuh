@@ -9,8 +9,8 @@
 //    online (max, sum) pass, then a pass that re-reads the row from L2).
 //  - split row (sm_90+): each row split over the C blocks of a thread-block
 //    cluster. Each block caches its chunk in registers, reduces its own
-//    (max, sum), and the C partials are exchanged through distributed shared
-//    memory (one cluster barrier); each block then writes its chunk. With
+//    (max, sum), and the C partials are merged through distributed shared
+//    memory (two cluster barriers); each block then writes its chunk. With
 //    one block a row, a decode batch (1-64 rows) leaves most SMs idle: 16 x
 //    128256 float16 ran at 0.21 x copy (H100); split over clusters of 8-16
 //    blocks every SM takes part.
@@ -180,10 +180,16 @@ __global__ void __launch_bounds__(1024)
 // ---------------------------------------------------------------------------
 // Split-row kernel: grid.x = rows * C in clusters of C blocks; block `rank`
 // of a cluster owns packs [rank * chunk, (rank + 1) * chunk) of its row.
-// Each thread keeps exp((x - mt) * scale) against its own max mt, so one
-// exchange of (max, sum) partials suffices: the output is that times
-// exp((mt - M) * scale) / S. Compiled for sm_90+ only (clusters and
-// distributed shared memory); the launcher never launches it elsewhere.
+// Its packs stay in registers as they came (2 registers a pack of 16-bit
+// values); each thread's (max, sum) is merged over the block, warp 0 merges
+// the C blocks' partials through distributed shared memory, and the output
+// exp((x - M) * scale) / S is computed from the cached packs again. Two exps
+// an element, and still faster than caching the exps as floats with every
+// warp merging the partials: 0.48 -> 0.60 x copy at 16 x 128256 float16 ->
+// float32, 0.42 -> 0.61 at 64 x 128256 on the same launch shape (H200,
+// bench/softmax_floor_lab.cu, which also times the floor under any split
+// softmax). Compiled for sm_90+ only (clusters and distributed shared
+// memory); the launcher never launches it elsewhere.
 template <typename T, typename TO, int N, int kItems>
 __global__ void __launch_bounds__(kMaxThreads)
     SoftmaxClusterKernel(const T* __restrict__ x, TO* __restrict__ y, int64_t vocab, int64_t chunk,
@@ -195,38 +201,34 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int c = static_cast<int>(cluster.num_blocks());
   const int64_t row = blockIdx.x / c;
   __shared__ float2 warp_part[32];
-  __shared__ float2 part;  // this block's (max, sum), read by the whole cluster
+  __shared__ float2 part;    // this block's (max, sum), read by warp 0 of every block
+  __shared__ float2 row_ms;  // the row's (max, sum), from this block's warp 0
   const int64_t units = vocab / N;
   const int64_t u0 = int64_t{rank} * chunk;
   const int64_t u1 = min(units, u0 + chunk);
   const Pack<T, N>* xr = reinterpret_cast<const Pack<T, N>*>(x + row * vocab);
-  float v[kItems][N];
-  float m = -INFINITY;
+  Pack<T, N> v[kItems];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int64_t u = u0 + threadIdx.x + int64_t{i} * blockDim.x;
-    if (u < u1) {
-      const Pack<T, N> p = xr[u];
-#pragma unroll
-      for (int j = 0; j < N; ++j) v[i][j] = ToFloat(p.v[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < N; ++j) v[i][j] = -INFINITY;
-    }
-#pragma unroll
-    for (int j = 0; j < N; ++j) m = fmaxf(m, v[i][j]);
+    if (u < u1) v[i] = xr[u];
   }
-  float s = 0.0f;
-  const float mt = m;
+  float m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kItems; ++i)
+    if (u0 + threadIdx.x + int64_t{i} * blockDim.x < u1)
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      // exp(-inf) = 0 for the padding; a thread whose values are all -inf
-      // (or that has none) contributes zeros, never (-inf) - (-inf).
-      v[i][j] = mt == -INFINITY ? 0.0f : __expf((v[i][j] - mt) * scale);
-      s += v[i][j];
-    }
+      for (int j = 0; j < N; ++j) m = fmaxf(m, ToFloat(v[i].v[j]));
+  float s = 0.0f;
+  // A thread whose values are all -inf (or that has none) contributes
+  // nothing, never (-inf) - (-inf).
+  if (m != -INFINITY) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i)
+      if (u0 + threadIdx.x + int64_t{i} * blockDim.x < u1)
+#pragma unroll
+        for (int j = 0; j < N; ++j) s += __expf((ToFloat(v[i].v[j]) - m) * scale);
+  }
   // Block merge of (m, s): warps, then warp 0 over the warps.
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   WarpMerge(m, s, scale);
@@ -239,29 +241,33 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (lane == 0) part = make_float2(m, s);
   }
   cluster.sync();  // every block's partial is written
-  // Every warp merges the C partials (lane r reads rank r's).
-  float mm = -INFINITY, ss = 0.0f;
-  if (lane < static_cast<unsigned>(c)) {
-    const float2 p = *cluster.map_shared_rank(&part, static_cast<int>(lane));
-    mm = p.x;
-    ss = p.y;
+  if (warp == 0) {  // lane r reads rank r's partial
+    float mm = -INFINITY, ss = 0.0f;
+    if (lane < static_cast<unsigned>(c)) {
+      const float2 p = *cluster.map_shared_rank(&part, static_cast<int>(lane));
+      mm = p.x;
+      ss = p.y;
+    }
+    WarpMerge(mm, ss, scale);
+    if (lane == 0) row_ms = make_float2(mm, ss);
   }
-  // Partials are read: let the other blocks go on (the wait is after the
-  // stores, so this block's `part` outlives every reader).
-  cluster.barrier_arrive();
-  WarpMerge(mm, ss, scale);  // every lane ends with the row's (max, sum)
-  const float f = mt == -INFINITY ? 0.0f : __expf((mt - mm) * scale) / ss;
+  // The row's (max, sum) is in row_ms, and no block leaves while another
+  // still reads its `part`.
+  cluster.sync();
+  // A row of -inf only comes out NaN (0 / 0), as from the reference, the CPU
+  // and the per-row kernels (this kernel wrote zeros before).
+  const float mm = row_ms.x, inv = 1.0f / row_ms.y;
   TO* yr = y + row * vocab;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int64_t u = u0 + threadIdx.x + int64_t{i} * blockDim.x;
     if (u < u1) {
+      float o[N];
 #pragma unroll
-      for (int j = 0; j < N; ++j) v[i][j] *= f;
-      StorePack<TO, N>(yr + u * N, v[i]);
+      for (int j = 0; j < N; ++j) o[j] = __expf((ToFloat(v[i].v[j]) - mm) * scale) * inv;
+      StorePack<TO, N>(yr + u * N, o);
     }
   }
-  cluster.barrier_wait();
 #else
   (void)x, (void)y, (void)vocab, (void)chunk, (void)scale;
 #endif

@@ -44,20 +44,24 @@ inline int Pow2Ceil(int64_t v) {
   return p;
 }
 
-// The one chooser (tuned on the H100 with bench/softmax_lab, float16 ->
-// float32, L2 read-flushed; docs/kernels.md has the run). Split rows only
-// where one block a row leaves SMs idle (rows < sm_count) and the row is too
-// long for one block's registers (vocab > kRowCapacity: the per-row path
-// streams it twice, 1 x 128256 took 32 us). Shorter rows (16 x 4096: 5.1 us
-// per row, 6.0-6.7 split) and many rows (256 x 128256: 96 us per row, 109
-// split) stay per row. C, a power of 2 up to kMaxCluster, is the larger of
-//  - what gives a block at most kSplitChunk elements (16 a thread at 512
-//    threads): 64 x 50000 took 17.1 us in 8 blocks a row, 19.2 in 4;
-//  - what puts a block on half the SMs (rows * C >= sm_count / 2): 1 x
-//    32000 7.0 us in 16 blocks, 8.4 in 4; 16 x 32768 7.8 in 8, 8.5 in 16.
-// Blocks of at most 4096 elements take 256 threads (16 x 32768 in 8: 7.8 us
-// at 256, 8.1 at 512), larger ones 512. Needs sm_90 (clusters).
-constexpr int64_t kSplitChunk = 8192;
+// The one chooser. Split rows only where one block a row leaves SMs idle
+// (rows < sm_count) and the row is too long for one block's registers
+// (vocab > kRowCapacity: the per-row path streams it twice, 1 x 128256 took
+// 32 us). Shorter rows (16 x 4096: 5.1 us per row, 6.0-6.7 split) and many
+// rows (256 x 128256: 96 us per row, 109 split) stay per row (H100,
+// bench/softmax_lab). C, a power of 2 up to kMaxCluster, is the larger of
+//  - what gives a block at most kSplitChunk elements: 64 x 32768 took 9.5 us
+//    in 8 blocks a row, 10.2-10.5 in 4; 64 x 50000 12.5 in 8, 13.3 in 16;
+//  - what puts a block on half the SMs (rows * C >= sm_count / 2): 1 x 32768
+//    6.2 us in 16 blocks, 6.9 in 4.
+// Blocks of at most 4096 elements take 256 threads (16 x 32768 in 8: 6.9 us
+// at 256, 7.5 at 512). Larger ones take 512 while the row's blocks fit on
+// the SMs at once (1 x 128256 in 16: 7.2 us at 512, 7.8 at 256), else 256
+// (64 x 128256 in 16: 21.2 us at 256, 23.1 at 512). Timings: float16 ->
+// float32, L2 read-flushed, H200 (132 SMs), bench/softmax_floor_lab's
+// "softmax cluster" sweep, whose kernel is SoftmaxClusterKernel's. Needs
+// sm_90 (clusters).
+constexpr int64_t kSplitChunk = 6400;
 constexpr int64_t kNarrowChunk = 4096;
 inline Plan ChoosePlan(int64_t rows, int64_t vocab, const DeviceCaps& dev) {
   Plan plan;
@@ -70,7 +74,8 @@ inline Plan ChoosePlan(int64_t rows, int64_t vocab, const DeviceCaps& dev) {
     if (vocab > kMaxCluster * kRowCapacity || rows * kMaxCluster > INT_MAX) return plan;
   }
   plan.cluster = std::min(c, kMaxCluster);
-  plan.max_threads = (vocab + plan.cluster - 1) / plan.cluster <= kNarrowChunk ? 256 : kMaxThreads;
+  const bool narrow = (vocab + plan.cluster - 1) / plan.cluster <= kNarrowChunk;
+  plan.max_threads = !narrow && rows * plan.cluster <= sms ? kMaxThreads : 256;
   return plan;
 }
 

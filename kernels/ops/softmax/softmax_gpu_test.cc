@@ -4,6 +4,8 @@
 // temperatures, and offsets that break 16-byte alignment. The split-row
 // (cluster) path is forced at every cluster size on tails and decode shapes,
 // and the chooser's pick is checked to run (sm_90+).
+#include <cmath>
+
 #include "gpu_util.h"
 #include "ops/softmax/plan.h"
 
@@ -144,7 +146,9 @@ TEST(SoftmaxGpu, ChooserPicksSplitRowsAtDecodeShapes) {
   caps.sm_count = info.sm_count;
   for (auto [rows, vocab] : {std::pair<int64_t, int64_t>{1, 32000}, std::pair<int64_t, int64_t>{16, 128256},
                              std::pair<int64_t, int64_t>{64, 50000}, std::pair<int64_t, int64_t>{16, 4096},
-                             std::pair<int64_t, int64_t>{1024, 4096}, std::pair<int64_t, int64_t>{4, 1000}}) {
+                             std::pair<int64_t, int64_t>{1024, 4096}, std::pair<int64_t, int64_t>{4, 1000},
+                             std::pair<int64_t, int64_t>{64, 32768}, std::pair<int64_t, int64_t>{4, 128256},
+                             std::pair<int64_t, int64_t>{64, 128256}}) {
     const bool want_split = cuda::softmax::ChoosePlan(rows, vocab, caps).cluster >= 2;
     if (HaveClusters() && (vocab == 32000 || vocab == 128256 || (vocab == 50000 && rows < info.sm_count))) {
       EXPECT_TRUE(want_split) << rows << "x" << vocab;
@@ -153,28 +157,38 @@ TEST(SoftmaxGpu, ChooserPicksSplitRowsAtDecodeShapes) {
       EXPECT_FALSE(want_split) << rows << "x" << vocab;
     }
     HostTensors in = {{"logits", Random(DType::kBFloat16, {rows, vocab}, rng, -8, 8)}};
-    const int64_t before = cuda::softmax::g_cluster_launches.load();
-    OpRun gpu = RunOnCuda("softmax", in, {});
-    ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
-    EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "") << rows << "x" << vocab;
-    EXPECT_EQ(cuda::softmax::g_cluster_launches.load() > before, want_split) << rows << "x" << vocab;
+    // Misaligned: one element a pack, up to 32 a thread (the aligned path
+    // holds at most 8 packs of 4).
+    for (int misalign : {0, 4}) {
+      const int64_t before = cuda::softmax::g_cluster_launches.load();
+      OpRun gpu = RunOnCuda("softmax", in, {}, "cuda", "", misalign);
+      ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+      EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "")
+          << rows << "x" << vocab << " misalign " << misalign;
+      EXPECT_EQ(cuda::softmax::g_cluster_launches.load() > before, want_split) << rows << "x" << vocab;
+    }
   }
 }
 
-// Huge and -inf logits through the split-row path: whole chunks of -inf
-// (a block, and threads, with no finite value) write zeros, not NaN.
+// Huge and -inf logits, split over clusters and per row: whole chunks of
+// -inf in a row with finite values (a block, and threads, with no finite
+// value) write zeros, not NaN; a row of -inf only comes out NaN (0 / 0) on
+// every path, as from the reference (the split path wrote zeros before).
 TEST(SoftmaxGpu, SplitRowInfinities) {
   HostTensors in;
-  in["logits"] = {DType::kFloat32, {2, 8192}, std::vector<double>(2 * 8192, -INFINITY)};
+  in["logits"] = {DType::kFloat32, {3, 8192}, std::vector<double>(3 * 8192, -INFINITY)};
   in["logits"].values[5] = 1000;
   in["logits"].values[8000] = 999;
   in["logits"].values[8192 + 8191] = 3e38;
   in["logits"].values[8192 + 3] = -3e38;
   in["logits"].values[8192 + 4] = 0;
-  ForcePlan force(4);
-  OpRun gpu = RunOnCuda("softmax", in, {});
-  ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
-  EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "");
+  for (int cluster : {0, 2, 4, 16}) {
+    ForcePlan force(cluster);
+    OpRun gpu = RunOnCuda("softmax", in, {});
+    ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+    EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "") << "cluster " << cluster;
+    EXPECT_TRUE(std::isnan(gpu.outputs["probs"].values[2 * 8192 + 77])) << "cluster " << cluster;
+  }
 }
 
 }  // namespace

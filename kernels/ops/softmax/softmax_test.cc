@@ -97,11 +97,17 @@ TEST(Softmax, CudaPlanChooser) {
   EXPECT_EQ(ChoosePlan(1, 32000, h100).max_threads, 256);
   EXPECT_EQ(ChoosePlan(16, 32768, h100).cluster, 8);
   EXPECT_EQ(ChoosePlan(16, 32768, h100).max_threads, 256);
+  EXPECT_EQ(ChoosePlan(64, 32768, h100).cluster, 8);
+  EXPECT_EQ(ChoosePlan(64, 32768, h100).max_threads, 256);
   EXPECT_EQ(ChoosePlan(64, 50000, h100).cluster, 8);
-  EXPECT_EQ(ChoosePlan(64, 50000, h100).max_threads, 512);
+  EXPECT_EQ(ChoosePlan(64, 50000, h100).max_threads, 256);  // 512 blocks: more than SMs
   EXPECT_EQ(ChoosePlan(1, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(1, 128256, h100).max_threads, 512);  // 16 wide blocks
+  EXPECT_EQ(ChoosePlan(4, 128256, h100).max_threads, 512);
   EXPECT_EQ(ChoosePlan(16, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(16, 128256, h100).max_threads, 256);
   EXPECT_EQ(ChoosePlan(64, 128256, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(64, 128256, h100).max_threads, 256);
   EXPECT_EQ(ChoosePlan(2, 200000, h100).cluster, 16);   // 16 blocks still cache it
   EXPECT_EQ(ChoosePlan(2, 1 << 20, h100).cluster, 0);   // past 16 blocks: streams
   for (int64_t rows : {1, 7, 16, 64, 131, 132, 1000})
