@@ -146,14 +146,14 @@ def _allocation_of_one_by_one(l, ptr):
     return Allocation(dev, base, size, bid, ctx)
 
 
-def buffer_id_at(base):
-    """The CUDA buffer id of the allocation at `base` now, or None if none is."""
+def buffer_id_at(ptr):
+    """The CUDA buffer id of the allocation holding `ptr` now, or None if none does."""
     l = lib()
     q = getattr(_local, "bid", None)
     if q is None:  # this thread's result slot: a planned call checks every time
         v = ctypes.c_uint64()
         q = _local.bid = (v, ctypes.byref(v))
-    rc = l.cuPointerGetAttribute(q[1], CU_POINTER_ATTRIBUTE_BUFFER_ID, base)
+    rc = l.cuPointerGetAttribute(q[1], CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr)
     return q[0].value if rc == 0 else None
 
 
