@@ -90,6 +90,29 @@ __device__ __forceinline__ float4 Halves(uint2 p) {
   return make_float4(a.x, a.y, b.x, b.y);
 }
 
+// This block's part of its row: packs [begin, end), loaded into v (K a
+// thread, strided by the block; -inf halves past the end).
+struct Chunk {
+  int64_t begin, end;
+  float4* yr;
+};
+
+template <int K, bool kHints>
+__device__ __forceinline__ Chunk LoadChunk(const uint2* x, float4* y, int64_t units, int parts,
+                                           uint2 (&v)[K]) {
+  const int64_t row = blockIdx.x / parts;
+  const int part = static_cast<int>(blockIdx.x % parts);
+  const int64_t chunk = (units + parts - 1) / parts;
+  const int64_t begin = part * chunk, end = begin + chunk < units ? begin + chunk : units;
+  const uint2* xr = x + row * units;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
+    v[k] = u < end ? (kHints ? __ldcs(xr + u) : xr[u]) : make_uint2(0xfc00fc00u, 0xfc00fc00u);
+  }
+  return {begin, end, y + row * units};
+}
+
 // The whole softmax (scale 1) in the skeletons' frame: the row's packs held
 // raw in registers, each thread's (max, sum) against its own max, one
 // exchange of (max, sum) over the row's blocks (cluster or global memory),
@@ -102,17 +125,10 @@ __global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, in
   __shared__ float2 red[32];
   __shared__ float2 mine;
   const int64_t row = blockIdx.x / parts;
-  const int part = static_cast<int>(blockIdx.x % parts);
-  const int64_t chunk = (units + parts - 1) / parts;
-  const int64_t begin = part * chunk, end = begin + chunk < units ? begin + chunk : units;
-  const uint2* xr = x + row * units;
-  float4* yr = y + row * units;
   uint2 v[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
-    v[k] = u < end ? (kHints ? __ldcs(xr + u) : xr[u]) : make_uint2(0xfc00fc00u, 0xfc00fc00u);
-  }
+  const Chunk ch = LoadChunk<K, kHints>(x, y, units, parts, v);
+  const int64_t begin = ch.begin, end = ch.end;
+  float4* yr = ch.yr;
   float m = -INFINITY;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -195,17 +211,10 @@ __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, in
   __shared__ float red[32];
   __shared__ float mine;
   const int64_t row = blockIdx.x / parts;
-  const int part = static_cast<int>(blockIdx.x % parts);
-  const int64_t chunk = (units + parts - 1) / parts;
-  const int64_t begin = part * chunk, end = begin + chunk < units ? begin + chunk : units;
-  const uint2* xr = x + row * units;
-  float4* yr = y + row * units;
   uint2 v[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
-    v[k] = u < end ? __ldcs(xr + u) : make_uint2(0xfc00fc00u, 0xfc00fc00u);  // -inf halves
-  }
+  const Chunk ch = LoadChunk<K, true>(x, y, units, parts, v);
+  const int64_t begin = ch.begin, end = ch.end;
+  float4* yr = ch.yr;
   float m = 0.f;
   if constexpr (kMode != kStream) {
     m = -INFINITY;
