@@ -528,7 +528,7 @@ class Client(_Base):
             # A call like an earlier one sends that one's request bytes (_plan.py).
             pk = _plan.key(self, op, args, kwargs)
             if pk is not None:
-                plan = self._plans.get(pk[0], self._schemas.get(op))
+                plan = self._plans.get(pk[0], pk[3])
                 if plan is _plan.NO_PLAN:
                     pk = None
                 elif plan is not None:

@@ -85,7 +85,8 @@ def _sig(v, torch):
 
 
 def key(client, op, args, kwargs):
-    """(key, tensors, their roles) of a call, or None when it cannot use a plan.
+    """(key, tensors, their roles, the op's schema) of a call, or None when it
+    cannot use a plan.
 
     Roles are ("in", name) or ("out", name), parallel to the tensors.
     Anything unusual (Handles, shm, unknown keywords, out= shapes the
@@ -130,12 +131,14 @@ def key(client, op, args, kwargs):
                 return None
             parts.append((k, v))
         elif k in _CALL_KW or k in schema.attr_specs:
-            if type(v) not in _SCALARS:
+            t = type(v)
+            if t not in _SCALARS:
                 return None
-            parts.append((k, type(v), v))
+            # A float by its bits: -0.0 == 0.0 (and NaN != NaN) as values.
+            parts.append((k, t, v.hex() if t is float else v))
         else:
             return None
-    return tuple(parts), objs, roles
+    return tuple(parts), objs, roles, schema
 
 
 def _out_names(schema, out):
@@ -319,8 +322,9 @@ class Plans:
 
     def disable(self):
         """No plans from now on (benchmarks compare the generic path)."""
-        self._off = True
-        self._d.clear()
+        with self._lock:
+            self._off = True
+            self._d.clear()
 
     def get(self, k, schema):
         p = self._d.get(k)
@@ -329,9 +333,9 @@ class Plans:
         return p
 
     def put(self, k, plan):
-        if self._off:
-            return
         with self._lock:
+            if self._off:
+                return
             if len(self._d) >= MAX_PLANS and k not in self._d:
                 self._d.pop(next(iter(self._d)))
             self._d[k] = plan

@@ -51,12 +51,12 @@ def test_plan_request_is_the_generic_request(pclient, op):
     inputs, attrs, _ = CASES[op](127, "float32", rng)
     kw = dict(inputs, **attrs)
     pclient.call(op, **dict(kw))
-    k, objs, _ = _plan.key(pclient, op, (), dict(kw))
+    k, objs, _, _ = _plan.key(pclient, op, (), dict(kw))
     plan = pclient._plans.get(k, pclient._schemas[op])
     assert isinstance(plan, _plan.Plan)
     inputs2, _, _ = CASES[op](127, "float32", np.random.default_rng(8))
     kw2 = dict(inputs2, **attrs)
-    k2, objs2, _ = _plan.key(pclient, op, (), dict(kw2))
+    k2, objs2, _, _ = _plan.key(pclient, op, (), dict(kw2))
     assert k2 == k
     want = Prepared(pclient, op, (), dict(kw2)).req
     got = pb.ExecuteRequest.FromString(plan.request_bytes(objs2))
@@ -71,6 +71,20 @@ def test_an_attr_value_or_dtype_makes_a_new_plan(pclient):
     h = x.astype(np.float16)
     np.testing.assert_array_equal(pclient.scale(h, factor=2.0), h * np.float16(2))
     assert pclient.scale(h, factor=2.0).dtype == np.float16
+
+
+def test_signed_zero_and_nan_attrs_have_keys_of_their_own(pclient):
+    """-0.0 == 0.0 as values: a plan made with factor=0.0 must not serve
+    factor=-0.0 (the zeros' signs differ); NaN != NaN: a NaN attr must not
+    make a new plan on every call."""
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    for f in (0.0, -0.0, 0.0, -0.0):
+        y = pclient.scale(x, factor=f)
+        np.testing.assert_array_equal(np.signbit(y), np.signbit(x * np.float32(f)))
+    n = len(pclient._plans)
+    for _ in range(5):
+        assert np.isnan(pclient.scale(x, factor=float("nan"))).all()
+    assert len(pclient._plans) <= n + 1
 
 
 def test_a_plan_does_not_pass_a_tensor_the_generic_path_refuses(pclient):

@@ -144,12 +144,19 @@ __global__ void __launch_bounds__(1024)
       const Pack<T, N> p = xr[u];
       float v[N];
       float pm = -INFINITY;
+      bool nan = false;
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         v[j] = ToFloat(p.v[j]);
-        pm = fmaxf(pm, v[j]);
+        pm = fmaxf(pm, v[j]);  // fmaxf passes NaN over
+        nan |= v[j] != v[j];
       }
-      if (pm == -INFINITY) continue;  // contributes nothing
+      if (pm == -INFINITY && !nan) continue;  // contributes nothing
+      if (pm == -INFINITY) {  // NaN among -inf: the row's sum is NaN (as the reference's)
+        s = NAN;
+        if (m == -INFINITY) m = 0.0f;  // so that the block merge keeps it
+        continue;
+      }
       if (pm > m) {
         s *= __expf((m - pm) * scale);
         m = pm;
@@ -214,15 +221,26 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (u < u1) v[i] = xr[u];
   }
   float m = -INFINITY;
+  bool nan = false;
 #pragma unroll
   for (int i = 0; i < kItems; ++i)
     if (u0 + threadIdx.x + int64_t{i} * blockDim.x < u1)
 #pragma unroll
-      for (int j = 0; j < N; ++j) m = fmaxf(m, ToFloat(v[i].v[j]));
+      for (int j = 0; j < N; ++j) {
+        const float f = ToFloat(v[i].v[j]);
+        m = fmaxf(m, f);  // fmaxf passes NaN over
+        nan |= f != f;
+      }
   float s = 0.0f;
-  // A thread whose values are all -inf (or that has none) contributes
-  // nothing, never (-inf) - (-inf).
-  if (m != -INFINITY) {
+  if (m == -INFINITY && nan) {
+    // Only NaN and -inf here: the row's sum must still come out NaN, as the
+    // reference's does (a NaN anywhere makes the whole row NaN). A finite
+    // max keeps Merge from dropping this partial as empty.
+    m = 0.0f;
+    s = NAN;
+  } else if (m != -INFINITY) {
+    // A thread whose values are all -inf (or that has none) contributes
+    // nothing, never (-inf) - (-inf).
 #pragma unroll
     for (int i = 0; i < kItems; ++i)
       if (u0 + threadIdx.x + int64_t{i} * blockDim.x < u1)

@@ -75,7 +75,11 @@ inline Plan ChoosePlan(int64_t rows, int64_t vocab, const DeviceCaps& dev) {
   }
   plan.cluster = std::min(c, kMaxCluster);
   const bool narrow = (vocab + plan.cluster - 1) / plan.cluster <= kNarrowChunk;
-  plan.max_threads = !narrow && rows * plan.cluster <= sms ? kMaxThreads : 256;
+  // 256 threads must still cache the row in the cluster's blocks: past that
+  // (vocab > 16 * 256 * 32 = 131072, e.g. 152064 or 256000) the launcher
+  // would find no cluster size and stream the row one block a row.
+  const bool fits_narrow = vocab <= int64_t{plan.cluster} * 256 * kMaxCached;
+  plan.max_threads = narrow || (rows * plan.cluster > sms && fits_narrow) ? 256 : kMaxThreads;
   return plan;
 }
 

@@ -191,6 +191,32 @@ TEST(SoftmaxGpu, SplitRowInfinities) {
   }
 }
 
+// A NaN among -inf makes the whole row NaN, as in the reference (its sum is
+// NaN), on every path: per row cached (vocab 4096), per row streamed (20000,
+// cluster 0) and split. The split and streamed kernels passed over a thread's
+// or pack's values when they were only NaN and -inf, so the rest of the row
+// came out finite.
+TEST(SoftmaxGpu, NanAmongInfinitiesMakesTheRowNan) {
+  for (int64_t vocab : {int64_t{4096}, int64_t{20000}}) {
+    HostTensors in;
+    in["logits"] = {DType::kFloat32, {2, vocab}, std::vector<double>(2 * vocab, -INFINITY)};
+    in["logits"].values[5] = 1.0;
+    in["logits"].values[vocab - 3] = NAN;  // with -inf only around it
+    in["logits"].values[vocab + 7] = 2.0;  // row 1: finite, no NaN
+    for (int cluster : {0, 2, 4, 16}) {
+      ForcePlan force(cluster);
+      for (int misalign : {0, 4}) {
+        OpRun gpu = RunOnCuda("softmax", in, {}, "cuda", "", misalign);
+        ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+        EXPECT_EQ(CheckAgainstReference("softmax", in, {}, gpu.outputs), "")
+            << vocab << " cluster " << cluster << " misalign " << misalign;
+        EXPECT_TRUE(std::isnan(gpu.outputs["probs"].values[5])) << vocab << " cluster " << cluster;
+        EXPECT_EQ(gpu.outputs["probs"].values[vocab + 7], 1.0) << vocab << " cluster " << cluster;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kerneld::testing
 

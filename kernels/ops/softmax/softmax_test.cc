@@ -108,14 +108,21 @@ TEST(Softmax, CudaPlanChooser) {
   EXPECT_EQ(ChoosePlan(16, 128256, h100).max_threads, 256);
   EXPECT_EQ(ChoosePlan(64, 128256, h100).cluster, 16);
   EXPECT_EQ(ChoosePlan(64, 128256, h100).max_threads, 256);
+  // Rows that 16 blocks of 256 threads cannot cache take 512 (the launcher
+  // would otherwise fall back to streaming them one block a row).
+  EXPECT_EQ(ChoosePlan(16, 152064, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(16, 152064, h100).max_threads, 512);
+  EXPECT_EQ(ChoosePlan(64, 256000, h100).max_threads, 512);
   EXPECT_EQ(ChoosePlan(2, 200000, h100).cluster, 16);   // 16 blocks still cache it
   EXPECT_EQ(ChoosePlan(2, 1 << 20, h100).cluster, 0);   // past 16 blocks: streams
   for (int64_t rows : {1, 7, 16, 64, 131, 132, 1000})
-    for (int64_t vocab : {4096, 4097, 32000, 50257, 128256, 262144}) {
-      const int c = ChoosePlan(rows, vocab, h100).cluster;
+    for (int64_t vocab : {4096, 4097, 32000, 50257, 128256, 131073, 152064, 200000, 262144}) {
+      const cuda::softmax::Plan plan = ChoosePlan(rows, vocab, h100);
+      const int c = plan.cluster;
       EXPECT_TRUE(c == 0 || (c >= 2 && c <= cuda::softmax::kMaxCluster && (c & (c - 1)) == 0));
-      if (c) {
-        EXPECT_GE(c * cuda::softmax::kRowCapacity, vocab);
+      if (c) {  // the cluster's blocks cache the row at the plan's block size
+        EXPECT_GE(int64_t{c} * plan.max_threads * cuda::softmax::kMaxCached, vocab)
+            << rows << "x" << vocab;
       }
     }
 }
