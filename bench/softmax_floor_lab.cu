@@ -123,7 +123,6 @@ template <int K, int kMode, bool kHints>
 __global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, int64_t units,
                          int parts, float2* partials, unsigned* arrived, unsigned want) {
   __shared__ float2 red[32];
-  __shared__ float2 mine;
   const int64_t row = blockIdx.x / parts;
   uint2 v[K];
   const Chunk ch = LoadChunk<K, kHints>(x, y, units, parts, v);
@@ -155,6 +154,8 @@ __global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, in
       MergeMs(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
   }
   if constexpr (kMode == kSoftCluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+; never launched below
+    __shared__ float2 mine;  // this block's (max, sum), read by warp 0 of every block
     cg::cluster_group cluster = cg::this_cluster();
     if (threadIdx.x == 0) mine = make_float2(m, s);
     cluster.sync();
@@ -169,6 +170,7 @@ __global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, in
       if (lane == 0) red[0] = make_float2(gm, gs);
     }
     cluster.sync();
+#endif
   } else {
     if (threadIdx.x == 0) {
       partials[blockIdx.x] = make_float2(m, s);
@@ -209,7 +211,6 @@ template <int K, int kMode>
 __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, int64_t units,
                          int parts, float* partials, unsigned* arrived, unsigned want) {
   __shared__ float red[32];
-  __shared__ float mine;
   const int64_t row = blockIdx.x / parts;
   uint2 v[K];
   const Chunk ch = LoadChunk<K, true>(x, y, units, parts, v);
@@ -227,6 +228,8 @@ __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, in
     m = BlockMax(m, red);
   }
   if constexpr (kMode == kCluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+; never launched below
+    __shared__ float mine;  // this block's max, read by warp 0 of every block
     cg::cluster_group cluster = cg::this_cluster();
     if (threadIdx.x == 0) mine = m;
     cluster.sync();
@@ -239,6 +242,7 @@ __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, in
     }
     cluster.sync();  // no block leaves while another reads its shared memory
     m = red[0];
+#endif
   } else if constexpr (kMode == kGrid) {
     __syncthreads();  // BlockMax's readers of red[] are done
     if (threadIdx.x == 0) {
