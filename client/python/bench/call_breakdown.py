@@ -24,7 +24,6 @@ import ctypes
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -36,14 +35,7 @@ from kerneld._proto import kerneld_pb2 as pb
 
 
 def p50(f, n, warm=200):
-    for _ in range(warm):
-        f()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        f()
-        ts.append(time.perf_counter_ns() - t0)
-    ts.sort()
+    ts = sorted(bench_scale.timed(f, n, warm))
     return ts[len(ts) // 2] / 1e3
 
 

@@ -76,44 +76,31 @@ def _candidates():
 
 def _declare(lib):
     c = ctypes
-    lib.kd_abi_version.restype = c.c_int
-    lib.kd_abi_version.argtypes = []
-    lib.kd_channel_new.restype = c.c_void_p
-    lib.kd_channel_new.argtypes = [c.c_char_p, c.c_int, c.c_char_p, c.c_size_t, c.c_char_p,
-                                   c.c_size_t, c.c_char_p, c.c_size_t, c.c_char_p,
-                                   c.POINTER(c.c_char_p), c.POINTER(c.c_char_p), c.c_size_t,
-                                   c.c_char_p, c.c_size_t]
-    lib.kd_channel_free.restype = None
-    lib.kd_channel_free.argtypes = [c.c_void_p]
-    lib.kd_call_start.restype = c.c_void_p
-    lib.kd_call_start.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_size_t, c.c_char_p,
-                                  c.c_double]
-    lib.kd_call_wait.restype = c.c_int
-    lib.kd_call_wait.argtypes = [c.c_void_p, c.c_double]
-    lib.kd_call_spin.restype = c.c_int
-    lib.kd_call_spin.argtypes = [c.c_void_p, c.c_double]
-    lib.kd_stream_open.restype = c.c_void_p
-    lib.kd_stream_open.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p]
-    lib.kd_stream_send.restype = c.c_int
-    lib.kd_stream_send.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t]
-    lib.kd_stream_wait.restype = c.c_int
-    lib.kd_stream_wait.argtypes = [c.c_void_p, c.c_double, c.c_double, c.POINTER(c.c_int)]
-    lib.kd_stream_data.restype = c.c_void_p
-    lib.kd_stream_data.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]
-    lib.kd_stream_message.restype = c.c_char_p
-    lib.kd_stream_message.argtypes = [c.c_void_p]
-    lib.kd_stream_cancel.restype = None
-    lib.kd_stream_cancel.argtypes = [c.c_void_p]
-    lib.kd_stream_free.restype = None
-    lib.kd_stream_free.argtypes = [c.c_void_p]
-    lib.kd_call_cancel.restype = None
-    lib.kd_call_cancel.argtypes = [c.c_void_p]
-    lib.kd_call_data.restype = c.c_void_p
-    lib.kd_call_data.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]
-    lib.kd_call_message.restype = c.c_char_p
-    lib.kd_call_message.argtypes = [c.c_void_p]
-    lib.kd_call_free.restype = None
-    lib.kd_call_free.argtypes = [c.c_void_p]
+    vp, cp, sz, dbl, i = c.c_void_p, c.c_char_p, c.c_size_t, c.c_double, c.c_int
+    # name: (restype, argtypes), as client/native/native_call.h declares them
+    sigs = {
+        "kd_abi_version": (i, []),
+        "kd_channel_new": (vp, [cp, i, cp, sz, cp, sz, cp, sz, cp, c.POINTER(cp), c.POINTER(cp),
+                                sz, cp, sz]),
+        "kd_channel_free": (None, [vp]),
+        "kd_call_start": (vp, [vp, cp, cp, sz, cp, dbl]),
+        "kd_call_wait": (i, [vp, dbl]),
+        "kd_call_spin": (i, [vp, dbl]),
+        "kd_call_cancel": (None, [vp]),
+        "kd_call_data": (vp, [vp, c.POINTER(sz)]),
+        "kd_call_message": (cp, [vp]),
+        "kd_call_free": (None, [vp]),
+        "kd_stream_open": (vp, [vp, cp, cp]),
+        "kd_stream_send": (i, [vp, cp, sz]),
+        "kd_stream_wait": (i, [vp, dbl, dbl, c.POINTER(i)]),
+        "kd_stream_data": (vp, [vp, c.POINTER(sz)]),
+        "kd_stream_message": (cp, [vp]),
+        "kd_stream_cancel": (None, [vp]),
+        "kd_stream_free": (None, [vp]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = restype, argtypes
 
 
 def load():

@@ -30,7 +30,7 @@ import threading
 import numpy as np
 
 from ._proto import kerneld_pb2 as pb
-from ._tensors import CudaArg, host_from_bytes, _torch
+from ._tensors import CudaArg, host_from_bytes, sync_torch_stream, _torch
 from ._errors import error_for
 from . import _cuda
 
@@ -187,7 +187,7 @@ class Plan:
                 parts.append(_entry(_OUTPUTS, name, ref.SerializeToString()))
                 allocated.append(t)
         for dev, ctx in self.syncs:
-            _sync_current_stream(dev, ctx)
+            sync_torch_stream(dev, ctx)
         timeout = client.timeout if self.timeout is UNSET else self.timeout
         resp = pb.ExecuteResponse.FromString(native.execute_bytes(b"".join(parts), timeout))
         st = resp.status
@@ -218,20 +218,6 @@ class Plan:
         for i, prefix in self.pieces:
             parts += [prefix, objs[i]]
         return b"".join(parts)
-
-
-def _sync_current_stream(dev, ctx):
-    """The stream rule, as Prepared applies it: torch's current stream on
-    device `dev` finishes before the daemon reads. Through the driver on the
-    raw handle when `ctx` (the tensors' context) is this thread's, which the
-    null stream's handle needs: 1.0 against 2.7 us on the GPU host
-    (bench/sync_probe.py); torch's own call otherwise."""
-    torch = _torch()
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None and _cuda.current_context() == ctx:
-        _cuda.stream_synchronize(raw(dev))
-    else:
-        torch.cuda.current_stream(dev).synchronize()
 
 
 def _copy_into(op, resp, o, arr):

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -114,3 +115,21 @@ def new_daemon():
     yield make
     for d in made:
         d.stop()
+
+
+def run_in_threads(work, n=8):
+    """work(t) for t < n, each on its own thread; fails with the first error
+    any thread raised (an assertion in a thread would otherwise be lost)."""
+    errors = []
+
+    def guarded(t):
+        try:
+            work(t)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    ts = [threading.Thread(target=guarded, args=(t,)) for t in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[:3]

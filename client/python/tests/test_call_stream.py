@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kerneld
-from conftest import Daemon
+from conftest import Daemon, run_in_threads
 
 
 def _conn(c):
@@ -37,24 +37,15 @@ def test_threads_share_one_stream(daemon):
     c.ops()
     c.scale(np.ones(4, np.float32), factor=1.0)
     first = _conn(c)
-    errors = []
 
     def work(t):
-        try:
-            rng = np.random.default_rng(t)
-            for i in range(60):
-                x = rng.standard_normal(int(rng.integers(1, 3000))).astype(np.float32)
-                via = "shm" if i % 3 == 0 else "inline"
-                y = c.scale(x, factor=float(t + 1), via=via)
-                np.testing.assert_allclose(y, x * (t + 1), rtol=1e-6)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+        rng = np.random.default_rng(t)
+        for i in range(60):
+            x = rng.standard_normal(int(rng.integers(1, 3000))).astype(np.float32)
+            via = "shm" if i % 3 == 0 else "inline"
+            y = c.scale(x, factor=float(t + 1), via=via)
+            np.testing.assert_allclose(y, x * (t + 1), rtol=1e-6)
+    run_in_threads(work)
     assert _conn(c) is first and not first.pending  # every response matched, one stream
     c.close()
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kerneld
-from conftest import daemon_help
+from conftest import daemon_help, run_in_threads
 
 # ---- ValueError before anything is sent ----
 
@@ -402,28 +402,18 @@ def test_aio(daemon):
 # ---- threads ----
 
 def test_many_threads_share_one_client(client):
-    errors = []
-
     def work(t):
-        try:
-            rng = np.random.default_rng(t)
-            for i in range(40):
-                n = int(rng.integers(1, 5000))
-                x = rng.standard_normal(n).astype(np.float32)
-                via = "shm" if (i + t) % 2 else "inline"
-                y = client.scale(x, factor=float(t + 1), via=via)
-                np.testing.assert_allclose(y, x * (t + 1), rtol=1e-6)
-                out = np.empty_like(x)
-                client.call("add", a=x, b=x, out=out, via=via)
-                np.testing.assert_allclose(out, 2 * x, rtol=1e-6)
-        except BaseException as e:  # noqa
-            errors.append(e)
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+        rng = np.random.default_rng(t)
+        for i in range(40):
+            n = int(rng.integers(1, 5000))
+            x = rng.standard_normal(n).astype(np.float32)
+            via = "shm" if (i + t) % 2 else "inline"
+            y = client.scale(x, factor=float(t + 1), via=via)
+            np.testing.assert_allclose(y, x * (t + 1), rtol=1e-6)
+            out = np.empty_like(x)
+            client.call("add", a=x, b=x, out=out, via=via)
+            np.testing.assert_allclose(out, 2 * x, rtol=1e-6)
+    run_in_threads(work)
 
 # ---- buffers: shm pool, register, leases, cleanup ----
 

@@ -19,7 +19,7 @@ import pytest
 
 import kerneld
 from kerneld import _native
-from conftest import Daemon
+from conftest import Daemon, run_in_threads
 
 native = pytest.mark.skipif(_native.load()[0] is None,
                             reason="libkerneld_native not found (%s)" % _native.load()[1])
@@ -104,23 +104,14 @@ def test_abandoned_unary_shm_segment_is_retired(new_daemon, rpc):
 @pytest.mark.parametrize("rpc", NATIVE)
 def test_threads_share_one_native_client(daemon, rpc):
     c = kerneld.Client(daemon.target, timeout=60, rpc=rpc)
-    errors = []
 
     def work(t):
-        try:
-            rng = np.random.default_rng(t)
-            for i in range(60):
-                x = rng.standard_normal(int(rng.integers(1, 3000))).astype(np.float32)
-                y = c.scale(x, factor=float(t + 1), via="shm" if i % 3 == 0 else "inline")
-                np.testing.assert_allclose(y, x * (t + 1), rtol=1e-6)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+        rng = np.random.default_rng(t)
+        for i in range(60):
+            x = rng.standard_normal(int(rng.integers(1, 3000))).astype(np.float32)
+            y = c.scale(x, factor=float(t + 1), via="shm" if i % 3 == 0 else "inline")
+            np.testing.assert_allclose(y, x * (t + 1), rtol=1e-6)
+    run_in_threads(work)
     if rpc == "native":  # one stream per thread that called, ended threads' streams pruned
         assert len(c._native._streams) <= 8
         c.scale(np.ones(2, np.float32), factor=1.0)

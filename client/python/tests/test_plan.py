@@ -4,7 +4,6 @@ plan's path; the plan's request is the generic path's; anything that changes
 the request (an attr value, a dtype, contiguity, the schemas) makes a new
 plan or takes the generic path; errors and deadlines are the same.
 Against the real daemon; skipped without libkerneld_native."""
-import threading
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from kerneld._core import Prepared
 from kerneld._proto import kerneld_pb2 as pb
 from reference import CASES, FLOAT32_ONLY
 from test_ops import run, DTYPES
+from conftest import run_in_threads
 
 pytestmark = pytest.mark.skipif(_native.load()[0] is None,
                                 reason="libkerneld_native not found (%s)" % _native.load()[1])
@@ -171,23 +171,14 @@ def test_kinds_a_plan_does_not_take_go_the_generic_way(daemon):
 
 def test_threads_share_plans(daemon):
     c = kerneld.Client(daemon.target, rpc="native")
-    errors = []
 
     def work(t):
-        try:
-            rng = np.random.default_rng(t)
-            for i in range(150):
-                x = rng.standard_normal(257).astype(np.float32)
-                f = float(i % 3 + 1)
-                np.testing.assert_array_equal(c.scale(x, factor=f), x * np.float32(f))
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[:3]
+        rng = np.random.default_rng(t)
+        for i in range(150):
+            x = rng.standard_normal(257).astype(np.float32)
+            f = float(i % 3 + 1)
+            np.testing.assert_array_equal(c.scale(x, factor=f), x * np.float32(f))
+    run_in_threads(work)
     assert c._plans.hits > 8 * 140
     c.close()
 
