@@ -5,16 +5,23 @@
 // kerneld costs above this on the same transport, message size and machine
 // is kerneld's own overhead. --kernel (CUDA builds) also runs the scale
 // kernel on the data and synchronizes: the floor for a GPU request.
+// --work_ns N spins N ns in every Execute and stream message before it
+// answers: a floor that does as much CPU work per request as kerneld's
+// server total, to tell the cost of that work on a small machine (where the
+// client shares the cores) from kerneld's own overhead
+// (bench/work_amplification.sh, docs/performance.md).
 //
 //   kerneld_echo_floor --listen 127.0.0.1:0 --listen unix:/tmp/floor.sock
 //                      [--mode sync|callback] [--threads N] [--kernel]
-//                      [--ready_file FILE]
+//                      [--work_ns N] [--ready_file FILE]
 //
 // The ready file gets one "grpc ADDRESS" line per listener (the bound port
 // for ":0"), as kerneld writes it. SIGTERM or SIGINT stops the server.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -30,10 +37,20 @@ namespace {
 namespace v1 = ::kerneld::v1;
 
 bool g_kernel = false;
+int64_t g_work_ns = 0;
+
+// Busy, not asleep: the point is CPU time on the handler's thread.
+void Work() {
+  if (g_work_ns <= 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(g_work_ns);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
 
 // The response kerneld would send for this request, with no work done
 // (or only the kernel, with --kernel). Fails only when the kernel does.
 grpc::Status Echo(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp) {
+  Work();
   resp->set_request_id(req.request_id());
   const bool scale = req.op() == "scale";
   for (const auto& [name, t] : req.inputs())
@@ -157,7 +174,7 @@ class CallbackEcho final : public v1::KernelService::CallbackService {
 int Usage() {
   std::fprintf(stderr,
                "usage: kerneld_echo_floor --listen ADDR [--listen ADDR2] [--mode sync|callback]\n"
-               "                          [--threads N] [--kernel] [--ready_file FILE]\n");
+               "                          [--threads N] [--kernel] [--work_ns N] [--ready_file FILE]\n");
   return 2;
 }
 
@@ -178,6 +195,10 @@ int Main(int argc, char** argv) {
     } else if (value("--mode", &mode) || value("--ready_file", &ready_file)) {
     } else if (value("--threads", &v)) {
       threads = std::atoi(v.c_str());
+    } else if (value("--work_ns", &v)) {
+      char* end = nullptr;
+      g_work_ns = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || g_work_ns < 0) return Usage();
     } else if (a == "--kernel") {
       g_kernel = true;
     } else {

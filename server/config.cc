@@ -92,6 +92,10 @@ std::string FlagsHelp() {
                          it (an open ExecuteStream holds a thread and runs its requests
                          one at a time, so one stream shared by many threads loses its
                          concurrency); measured in docs/performance.md
+  --grpc_sync_pollers=N  with --grpc_api=sync: threads that may wait for new calls at once
+                         (gRPC's MAX_POLLERS). 0 (default): on a GPU host as many as the
+                         GPUs have streams, so threads that ran GPU work are kept; without
+                         a GPU, gRPC's default (2)
   --gpu_timing=T         what a GPU request's execute time measures: host (default), the
                          worker's span from the launch call to seeing the work done, or
                          events, the GPU's own time between CUDA timing events around the
@@ -218,6 +222,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          cfg->grpc_api = v;
          return v == "callback" || v == "sync";
+       }},
+      {"grpc_sync_pollers",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->grpc_sync_pollers) && cfg->grpc_sync_pollers >= 0 &&
+                cfg->grpc_sync_pollers <= 1024;
        }},
       {"gpu_timing",
        [&](const std::string& v) {

@@ -24,6 +24,7 @@ struct Config {
   int queue_capacity = 1024;          // per device; full -> RESOURCE_EXHAUSTED
   int worker_spin_us = 0;             // idle device threads poll this long before sleeping
   std::string grpc_api = "callback";  // Execute/ExecuteStream on gRPC's "callback" or "sync" API
+  int grpc_sync_pollers = 0;          // sync API's MAX_POLLERS; 0 = automatic (daemon.cc)
   std::string gpu_timing = "host";    // execute_ns of GPU work: "host" span or CUDA "events"
   int adaptive_spin_us = 0;           // ...or this long, while tasks arrived recently
   int inline_max_kb = 64;             // small requests run on the receiving thread; -1: never

@@ -159,7 +159,9 @@ std::string Daemon::Start() {
                    addrs[i].c_str());
     builder.AddListeningPort(addrs[i], is_tls ? tls : grpc::InsecureServerCredentials(), &ports[i]);
   }
-  if (const int gpu_streams = GpuStreams(*devices_); sync_api && gpu_streams > 0) {
+  if (sync_api && cfg_.grpc_sync_pollers > 0) {
+    builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, cfg_.grpc_sync_pollers);
+  } else if (const int gpu_streams = GpuStreams(*devices_); sync_api && gpu_streams > 0) {
     // gRPC's sync API ends a thread that finishes a call while MAX_POLLERS
     // (default 2) others poll, and starts another when too few do: under
     // load it churns threads, and each new one that runs a GPU request

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "daemon_fixture.h"
 
@@ -55,14 +57,19 @@ std::vector<Record> ReadRecords(const std::string& path) {
 // The echo floor server binary on an ephemeral loopback port.
 class Floor {
  public:
-  explicit Floor(const std::string& mode) {
+  explicit Floor(const std::string& mode, std::vector<std::string> extra = {}) {
     char tmpl[] = "/tmp/kerneld-floor-XXXXXX";
     dir_ = mkdtemp(tmpl);
     const std::string ready = dir_ + "/ready";
+    std::vector<std::string> args = {ECHO_FLOOR_BINARY, "--listen",     "127.0.0.1:0", "--mode",
+                                     mode,              "--ready_file", ready};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
-      execl(ECHO_FLOOR_BINARY, ECHO_FLOOR_BINARY, "--listen", "127.0.0.1:0", "--mode", mode.c_str(),
-            "--ready_file", ready.c_str(), static_cast<char*>(nullptr));
+      execv(ECHO_FLOOR_BINARY, argv.data());
       _exit(127);
     }
     for (int i = 0; i < 500 && target_.empty(); ++i) {
@@ -171,6 +178,46 @@ TEST(Perf, ComparesWithTheFloorInTheSameRun) {
     std::remove(json.c_str());
   }
   EXPECT_EQ(d.Terminate(), 0);
+}
+
+// --work_ns makes the floor spin that long in every request: a floor that
+// does kerneld's amount of work (bench/work_amplification.sh).
+TEST(Perf, FloorWorkNsSpinsInEveryRequest) {
+  if (access(ECHO_FLOOR_BINARY, X_OK) != 0) GTEST_SKIP() << "no " << ECHO_FLOOR_BINARY << " (KERNELD_BUILD_BENCH=OFF)";
+  Daemon d;
+  ASSERT_TRUE(d.ok()) << d.Log();
+  for (const std::string mode : {"sync", "callback"}) {
+    Floor f(mode, {"--work_ns", "3000000"});
+    ASSERT_FALSE(f.target().empty()) << mode;
+    const std::string json = TempJson();
+    std::string out;
+    ASSERT_EQ(Ctl("--target " + d.target() +
+                      " perf scale --shape 16 --attr factor=2 --mode unary --concurrency 1 "
+                      "--window-ms 100 --max-windows 3 --compare-floor " +
+                      f.target() + " --json " + json,
+                  &out),
+              0)
+        << out;
+    const auto records = ReadRecords(json);
+    ASSERT_EQ(records.size(), 2u) << out;
+    ASSERT_EQ(records[1].target, "floor");
+    EXPECT_GT(records[1].Num("measured_requests"), 0) << records[1].line;
+    // A lower bound only (spinning cannot finish early): every floor
+    // request took at least the 3 ms it spun.
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(records[1].line, m, std::regex("\"p50\":([0-9.]+)")))
+        << records[1].line;
+    EXPECT_GE(std::stod(m[1]), 3000.0) << records[1].line;
+    std::remove(json.c_str());
+  }
+  EXPECT_EQ(d.Terminate(), 0);
+  // A value that is not a count of nanoseconds is refused at start.
+  for (const char* bad : {"-1", "2us", ""}) {
+    const std::string cmd =
+        std::string(ECHO_FLOOR_BINARY) + " --listen 127.0.0.1:0 --work_ns '" + bad + "' 2>/dev/null";
+    const int status = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << bad << ": " << status;
+  }
 }
 
 TEST(Perf, RunStreamReportsPerRequestLatencies) {

@@ -44,6 +44,21 @@ TEST(Config, GrpcApiIsCallbackByDefaultAndTakesSync) {
   EXPECT_NE(err.find("grpc_api"), std::string::npos) << err;
 }
 
+TEST(Config, GrpcSyncPollersAutomaticByDefaultAndBounded) {
+  Config d;
+  EXPECT_EQ(Parse({}, &d), "");
+  EXPECT_EQ(d.grpc_sync_pollers, 0);
+  Config s;
+  EXPECT_EQ(Parse({"--grpc_sync_pollers=2"}, &s), "");
+  EXPECT_EQ(s.grpc_sync_pollers, 2);
+  for (const char* bad : {"--grpc_sync_pollers=-1", "--grpc_sync_pollers=1025",
+                          "--grpc_sync_pollers=two"}) {
+    Config c;
+    const std::string err = Parse({bad}, &c);
+    EXPECT_NE(err.find("grpc_sync_pollers"), std::string::npos) << bad << ": " << err;
+  }
+}
+
 TEST(Config, CudaStreamsDefaultFourAndBounded) {
   Config d;
   EXPECT_EQ(Parse({}, &d), "");
