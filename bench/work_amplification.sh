@@ -55,7 +55,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # shellcheck disable=SC2086
 "$kerneld" --listen=127.0.0.1:0 --metrics_listen=off --ready_file="$dir/kerneld.ready" \
-  ${KERNELD_FLAGS:---grpc_api=sync} >"$dir/kerneld.log" 2>&1 &
+  ${KERNELD_FLAGS---grpc_api=sync} >"$dir/kerneld.log" 2>&1 &
 kpid=$!
 pids+=("$kpid")
 kaddr=$(ready_tcp "$dir/kerneld.ready")
@@ -69,7 +69,7 @@ for w in $work_ns; do
 done
 
 echo "# $(uname -n), $(nproc) cores, $(date -u +%FT%TZ); $mode, $concurrency clients, floor $floor_mode," \
-  "kerneld ${KERNELD_FLAGS:---grpc_api=sync}"
+  "kerneld flags '${KERNELD_FLAGS---grpc_api=sync}'"
 for r in $(seq "$rounds"); do
   for w in $work_ns; do
     k0=$(cpu_ticks "$kpid")
