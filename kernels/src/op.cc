@@ -171,6 +171,14 @@ std::optional<std::string> Requirements::RejectDevice(const DeviceInfo& dev) con
   return std::nullopt;
 }
 
+bool Requirements::AcceptsDevice(const DeviceInfo& dev) const {
+  if (dev.device.kind != device_kind) return false;
+  if (device_kind == DeviceKind::kCuda && (dev.compute_capability < min_compute_capability ||
+                                           dev.compute_capability > max_compute_capability))
+    return false;
+  return dev.healthy;
+}
+
 std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx,
                                                        const DeviceInfo* staged_on) const {
   const bool staged = staged_on != nullptr && staged_on->device.is_cuda();

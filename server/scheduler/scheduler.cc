@@ -91,59 +91,77 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
 
+  // The first pass only places; reasons are formatted by a second pass, on
+  // a refusal. On a GPU host every request's CPU impl is refused by each GPU
+  // (and a GPU impl by the CPU): building those messages on the success path
+  // cost each request several allocations (docs/performance.md).
   std::vector<std::string> reasons;
   int rejections = 0, unhealthy = 0;
-  for (const auto& [rank, impl] : ranked) {
-    DeviceWorker* best = nullptr;
-    int best_load = 0;
-    std::vector<std::string> why_not;
-    for (size_t ti = 0; ti < targets.size(); ++ti) {
-      DeviceWorker* w = targets[ti];
-      // info() is the static description; health changes at run time, so an
-      // unhealthy device is described by a snapshot (RejectDevice reads it).
-      const bool healthy = w->healthy();
-      std::optional<DeviceInfo> snapshot;
-      if (!healthy) snapshot = w->Snapshot();
-      const DeviceInfo& d = snapshot ? *snapshot : w->info();
-      ++rejections;  // undone below when the device takes it
-      if (!healthy && d.device.kind == impl->requires_.device_kind) {
-        ++unhealthy;
-        why_not.push_back(d.device.ToString() + " is unhealthy after a sticky device error");
-        continue;
+  auto place = [&](bool explain) {
+    for (const auto& [rank, impl] : ranked) {
+      DeviceWorker* best = nullptr;
+      int best_load = 0;
+      std::vector<std::string> why_not;
+      for (size_t ti = 0; ti < targets.size(); ++ti) {
+        DeviceWorker* w = targets[ti];
+        // info() is the static description; health changes at run time, so
+        // an unhealthy device is described by a snapshot (the requirements
+        // read it).
+        const bool healthy = w->healthy();
+        std::optional<DeviceInfo> snapshot;
+        if (!healthy) snapshot = w->Snapshot();
+        const DeviceInfo& d = snapshot ? *snapshot : w->info();
+        ++rejections;  // undone below when the device takes it
+        if (!healthy && d.device.kind == impl->requires_.device_kind) {
+          ++unhealthy;
+          if (explain)
+            why_not.push_back(d.device.ToString() + " is unhealthy after a sticky device error");
+          continue;
+        }
+        if (!impl->requires_.AcceptsDevice(d)) {
+          if (explain) why_not.push_back(impl->requires_.RejectDevice(d).value_or("refused"));
+          continue;
+        }
+        // Tensors on one GPU cannot be read from another device.
+        bool foreign = false;
+        for (const auto* vs : {&probe.inputs, &probe.outputs})
+          for (const auto& v : *vs)
+            if (v.device.is_cuda() && !(v.device == d.device)) foreign = true;
+        if (foreign) {
+          if (explain)
+            why_not.push_back("its buffers live on another device than " + d.device.ToString());
+          continue;
+        }
+        // The request's own views, judged as staged on d (no copy per
+        // device); its reason is formatted only for a refusal.
+        if (auto r = impl->requires_.RejectRequest(probe, &d)) {
+          if (explain) why_not.push_back(d.device.ToString() + ": " + *r);
+          continue;
+        }
+        --rejections;
+        int load = w->queue_depth() + w->inflight();
+        if (best == nullptr || load < best_load) {
+          best = w;
+          best_load = load;
+        }
       }
-      if (auto r = impl->requires_.RejectDevice(d)) {
-        why_not.push_back(*r);
-        continue;
+      if (best != nullptr) {
+        out->impl = impl;
+        out->worker = best;
+        return true;
       }
-      // Tensors on one GPU cannot be read from another device.
-      bool foreign = false;
-      for (const auto* vs : {&probe.inputs, &probe.outputs})
-        for (const auto& v : *vs)
-          if (v.device.is_cuda() && !(v.device == d.device)) foreign = true;
-      if (foreign) {
-        why_not.push_back("its buffers live on another device than " + d.device.ToString());
-        continue;
-      }
-      // The request's own views, judged as staged on d (no copy per device).
-      if (auto r = impl->requires_.RejectRequest(probe, &d)) {
-        why_not.push_back(d.device.ToString() + ": " + *r);
-        continue;
-      }
-      --rejections;
-      int load = w->queue_depth() + w->inflight();
-      if (best == nullptr || load < best_load) {
-        best = w;
-        best_load = load;
+      if (explain) {
+        if (why_not.empty()) why_not.push_back("no device");
+        reasons.push_back(impl->backend + ": " + Join(why_not, "; "));
       }
     }
-    if (best != nullptr) {
-      out->impl = impl;
-      out->worker = best;
-      return Status::Ok();
-    }
-    if (why_not.empty()) why_not.push_back("no device");
-    reasons.push_back(impl->backend + ": " + Join(why_not, "; "));
-  }
+    return false;
+  };
+  if (place(false)) return Status::Ok();
+  // Refused: the same pass again, counting and saying why. The devices'
+  // health may have changed in between; then the request is placed after all.
+  rejections = unhealthy = 0;
+  if (place(true)) return Status::Ok();
   if (ranked.empty()) reasons.push_back("no implementation");
   // Every candidate failed only because its device is down: that is the
   // server's state, not the request's fault, and retrying elsewhere helps.

@@ -159,6 +159,35 @@ TEST(Requirements, DeviceAndRequestRejections) {
   EXPECT_EQ(r.Describe(), "cuda, compute capability >= 8.9");
 }
 
+// The scheduler's success path asks AcceptsDevice; it must agree with
+// RejectDevice (whose reason the refusal prints) on every device.
+TEST(Requirements, AcceptsDeviceAgreesWithRejectDevice) {
+  std::vector<Requirements> reqs = {Requirements(), Requirements::Cuda(0), Requirements::Cuda(80),
+                                    Requirements::Cuda(90)};
+  Requirements capped = Requirements::Cuda(70);
+  capped.max_compute_capability = 89;
+  reqs.push_back(capped);
+  int accepted = 0, refused = 0;
+  for (const Requirements& r : reqs) {
+    for (const Device dev : {Device::Cpu(), Device::Cuda(0), Device::Cuda(1)}) {
+      for (const int cc : {0, 70, 80, 89, 90, 100}) {
+        for (const bool healthy : {true, false}) {
+          DeviceInfo d;
+          d.device = dev;
+          d.compute_capability = cc;
+          d.healthy = healthy;
+          const bool accepts = r.AcceptsDevice(d);
+          EXPECT_EQ(accepts, !r.RejectDevice(d).has_value())
+              << r.Describe() << " on " << dev.ToString() << " cc " << cc << " healthy " << healthy;
+          (accepts ? accepted : refused)++;
+        }
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(refused, 0);
+}
+
 TEST(Numel, OverflowAndNegative) {
   EXPECT_EQ(*CheckedNumel({2, 3, 4}), 24);
   EXPECT_EQ(*CheckedNumel({}), 1);

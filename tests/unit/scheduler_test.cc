@@ -57,6 +57,44 @@ TEST(Scheduler, PerRequestPriorityReRanks) {
   EXPECT_EQ(f.op.impls[1].PriorityFor(KernelContext{}), 5);
 }
 
+// Place formats its reasons only on a refusal, in a second pass
+// (scheduler.cc): that pass must still say why for every implementation,
+// and a request some implementation takes gets it with no message.
+TEST(Scheduler, ARefusalSaysWhyForEveryImplementation) {
+  Fixture f;
+  OpDef op{"picky"};
+  op.Input("x", DTypeSet::All());
+  op.Impl("cuda", Noop, Requirements::Cuda(80), 30);
+  op.Impl("cpu", Noop,
+          Requirements::Cpu().When("odd lengths only",
+                                   [](const KernelContext& ctx) -> std::optional<std::string> {
+                                     if (ctx.inputs[0].shape[0] % 2 == 1) return std::nullopt;
+                                     return "length " + std::to_string(ctx.inputs[0].shape[0]) +
+                                            " is even";
+                                   }),
+          20);
+  auto place = [&](int64_t n, const std::string& backend) {
+    KernelContext probe;
+    probe.op = &op;
+    TensorView x;
+    x.dtype = DType::kFloat32;
+    x.shape = {n};
+    x.device = Device::Cpu();
+    probe.inputs = {x};
+    Placement p;
+    Status st = f.scheduler->Place(op, probe, backend, "", &p);
+    return st.ok() ? "placed on " + p.impl->backend : st.message();
+  };
+  EXPECT_EQ(place(3, ""), "placed on cpu");
+  const std::string why = place(4, "");
+  EXPECT_NE(why.find("picky: no eligible backend"), std::string::npos) << why;
+  EXPECT_NE(why.find("cuda: needs a cuda device; cpu is cpu"), std::string::npos) << why;
+  EXPECT_NE(why.find("cpu: cpu: length 4 is even"), std::string::npos) << why;
+  const std::string only_gpu = place(3, "cuda");
+  EXPECT_NE(only_gpu.find("cuda: needs a cuda device; cpu is cpu"), std::string::npos) << only_gpu;
+  EXPECT_EQ(only_gpu.find("length"), std::string::npos) << only_gpu;
+}
+
 // The size rule (common/cpu/small_host.h): small host-resident requests of
 // linear-time ops rank the CPU above every device implementation; a large
 // one, or one with a tensor on a GPU, keeps the static ranking; gemm never

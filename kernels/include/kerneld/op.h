@@ -162,6 +162,11 @@ struct Requirements {
   std::string Describe() const;
   // nullopt when the device can host this impl at all (request-independent).
   std::optional<std::string> RejectDevice(const DeviceInfo& dev) const;
+  // !RejectDevice(dev), without formatting the reason: the scheduler asks
+  // it of every device on every request, and on a GPU host the CPU impls
+  // are refused by every GPU (building that message cost each request
+  // several allocations).
+  bool AcceptsDevice(const DeviceInfo& dev) const;
   // nullopt when this request can run (device assumed eligible). With
   // `staged_on` a CUDA device, views in host memory are judged as the worker
   // will stage them there (fresh 256-byte aligned device memory): the
