@@ -172,9 +172,10 @@ class CallbackEcho final : public v1::KernelService::CallbackService {
 };
 
 int Usage() {
-  std::fprintf(stderr,
-               "usage: kerneld_echo_floor --listen ADDR [--listen ADDR2] [--mode sync|callback]\n"
-               "                          [--threads N] [--kernel] [--work_ns N] [--ready_file FILE]\n");
+  std::fprintf(
+      stderr,
+      "usage: kerneld_echo_floor --listen ADDR [--listen ADDR2] [--mode sync|callback]\n"
+      "                          [--threads N] [--kernel] [--work_ns N] [--ready_file FILE]\n");
   return 2;
 }
 

@@ -61,8 +61,8 @@ class Floor {
     char tmpl[] = "/tmp/kerneld-floor-XXXXXX";
     dir_ = mkdtemp(tmpl);
     const std::string ready = dir_ + "/ready";
-    std::vector<std::string> args = {ECHO_FLOOR_BINARY, "--listen",     "127.0.0.1:0", "--mode",
-                                     mode,              "--ready_file", ready};
+    std::vector<std::string> args = {ECHO_FLOOR_BINARY, "--listen", "127.0.0.1:0", "--mode", mode,
+                                     "--ready_file",    ready};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -183,7 +183,8 @@ TEST(Perf, ComparesWithTheFloorInTheSameRun) {
 // --work_ns makes the floor spin that long in every request: a floor that
 // does kerneld's amount of work (bench/work_amplification.sh).
 TEST(Perf, FloorWorkNsSpinsInEveryRequest) {
-  if (access(ECHO_FLOOR_BINARY, X_OK) != 0) GTEST_SKIP() << "no " << ECHO_FLOOR_BINARY << " (KERNELD_BUILD_BENCH=OFF)";
+  if (access(ECHO_FLOOR_BINARY, X_OK) != 0)
+    GTEST_SKIP() << "no " << ECHO_FLOOR_BINARY << " (KERNELD_BUILD_BENCH=OFF)";
   Daemon d;
   ASSERT_TRUE(d.ok()) << d.Log();
   for (const std::string mode : {"sync", "callback"}) {
@@ -213,8 +214,8 @@ TEST(Perf, FloorWorkNsSpinsInEveryRequest) {
   EXPECT_EQ(d.Terminate(), 0);
   // A value that is not a count of nanoseconds is refused at start.
   for (const char* bad : {"-1", "2us", ""}) {
-    const std::string cmd =
-        std::string(ECHO_FLOOR_BINARY) + " --listen 127.0.0.1:0 --work_ns '" + bad + "' 2>/dev/null";
+    const std::string cmd = std::string(ECHO_FLOOR_BINARY) + " --listen 127.0.0.1:0 --work_ns '" +
+                            bad + "' 2>/dev/null";
     const int status = std::system(cmd.c_str());
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << bad << ": " << status;
   }

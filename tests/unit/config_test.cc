@@ -51,8 +51,8 @@ TEST(Config, GrpcSyncPollersAutomaticByDefaultAndBounded) {
   Config s;
   EXPECT_EQ(Parse({"--grpc_sync_pollers=2"}, &s), "");
   EXPECT_EQ(s.grpc_sync_pollers, 2);
-  for (const char* bad : {"--grpc_sync_pollers=-1", "--grpc_sync_pollers=1025",
-                          "--grpc_sync_pollers=two"}) {
+  for (const char* bad :
+       {"--grpc_sync_pollers=-1", "--grpc_sync_pollers=1025", "--grpc_sync_pollers=two"}) {
     Config c;
     const std::string err = Parse({bad}, &c);
     EXPECT_NE(err.find("grpc_sync_pollers"), std::string::npos) << bad << ": " << err;
