@@ -20,6 +20,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -198,8 +199,12 @@ int Main(int argc, char** argv) {
       threads = std::atoi(v.c_str());
     } else if (value("--work_ns", &v)) {
       char* end = nullptr;
+      errno = 0;
       g_work_ns = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || g_work_ns < 0) return Usage();
+      // At most 1000 s: steady_clock::now() + the spin must not overflow.
+      if (v.empty() || *end != '\0' || errno == ERANGE || g_work_ns < 0 ||
+          g_work_ns > int64_t{1000} * 1000 * 1000 * 1000)
+        return Usage();
     } else if (a == "--kernel") {
       g_kernel = true;
     } else {

@@ -15,7 +15,7 @@ if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
 fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor
-IFS=';' read -r -a variants <<<"${VARIANTS-"--grpc_api=sync;--grpc_api=sync --grpc_sync_pollers=2;--grpc_api=sync --grpc_sync_pollers=1;"}"
+IFS=';' read -r -a variants <<<"${VARIANTS-"--grpc_api=sync;--grpc_api=sync --grpc_sync_pollers=2;--grpc_api=sync --grpc_sync_pollers=1"}"
 logs=$(mktemp -d /tmp/pollers-XXXXXX)
 for v in "${variants[@]}"; do
   for m in stream unary; do

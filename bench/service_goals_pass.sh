@@ -4,8 +4,9 @@
 # flags and --grpc_api=sync) and on the echo floors (sync and callback API)
 # by the same client in the same run (bench/perf_compare.sh), then
 # bench/work_amplification.sh on the 16 float32 inline request. Logs in
-# $OUT/goals.tar.gz; the goals table last: kerneld's figure, the best
-# floor's, the target.
+# $OUT/goals.tar.gz. Prints the goals table (goal, target, kerneld default,
+# kerneld --grpc_api=sync, best floor), the 16 float32 ratios, then the
+# work-amplification tables.
 #
 #   run(command="bench/service_goals_pass.sh", carry=[".device/kerneld.tar.gz"])
 set -uo pipefail

@@ -7,11 +7,13 @@ LOG_DIR holds perf_compare.sh JSON directories: ipc-N (scale on 4096
 float16 in a CUDA IPC buffer, floor --kernel), big-N (1M float16 inline)
 and small-N (16 float32 inline), N = 1 for kerneld's default flags and 2
 for --grpc_api=sync. Each file TRANSPORT-MODE-FLOOR.json alternates a
-kerneld record and its floor's, one pair per concurrency level. Every
-kerneld figure is a median over the files it was measured in (once beside
-each floor); the floor column is the better of the sync and callback
-floors; ratios pair each kerneld record with the floor measured right after
-it.
+kerneld record and its floor's, one pair per concurrency level. A kerneld
+figure is the median over the files it was measured in (once beside each
+floor), except throughput at 32 clients: the best of its paths. The floor
+column is the better of the sync and callback floors (and the best path);
+the 16 float32 ratios divide kerneld's median by that best floor. A figure
+that cannot be formed (no records, a level with no successful request)
+prints "-".
 """
 import glob
 import json
@@ -43,6 +45,11 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def div(a, b):
+    """a / b, or None where b is 0 (a level whose every request failed)."""
+    return None if a is None or not b else a / b
+
+
 def fmt(x, unit=""):
     return "-" if x is None else (f"{x:,.0f}{unit}" if abs(x) >= 100 else f"{x:.1f}{unit}")
 
@@ -66,7 +73,7 @@ def main(root):
         return med(fn(k) for k, _ in pick(data[kind][VARIANTS_IDX[n]], **sel))
 
     def fbest(kind, sel, fn, better=min):
-        vals = [fn(f) for n in VARIANTS for _, f in pick(data[kind][n], **sel)]
+        vals = [v for n in VARIANTS for _, f in pick(data[kind][n], **sel) if (v := fn(f))]
         return better(vals) if vals else None
 
     VARIANTS_IDX = list(VARIANTS)
@@ -75,8 +82,8 @@ def main(root):
         goal(f"unary p50, {t}, µs", target, lambda n: kval("ipc", n, sel, p50),
              lambda: fbest("ipc", sel, p50))
     sel = dict(m="unary", c=1)
-    goal("unary p99 / p50", "≤ 2.5", lambda n: kval("ipc", n, sel, lambda r: r["latency_us"]["p99"] / p50(r)),
-         lambda: fbest("ipc", sel, lambda r: r["latency_us"]["p99"] / p50(r)))
+    goal("unary p99 / p50", "≤ 2.5", lambda n: kval("ipc", n, sel, lambda r: div(r["latency_us"]["p99"], p50(r))),
+         lambda: fbest("ipc", sel, lambda r: div(r["latency_us"]["p99"], p50(r))))
     for t in ("tcp", "unix"):
         sel = dict(t=t, m="stream", c=1)
         goal(f"stream ping-pong p50, {t}, µs", "≤ 20 µs", lambda n: kval("ipc", n, sel, p50),
@@ -117,9 +124,10 @@ def main(root):
                 continue
             kp = med(p50(k) for k, _ in prs)
             kt = med(k["throughput"] for k, _ in prs)
-            bp = min(p50(f) for _, f in prs)
-            bt = max(f["throughput"] for _, f in prs)
-            cells += [f"{kp / bp:.2f}x", f"{kt / bt:.2f}x"]
+            bp = min((p50(f) for _, f in prs if p50(f)), default=None)
+            bt = max((f["throughput"] for _, f in prs), default=None)
+            cells += [f"{r:.2f}x" if (r := div(x, y)) is not None else "-"
+                      for x, y in ((kp, bp), (kt, bt))]
         print(f"| {t} | {m} | {c} | " + " | ".join(cells) + " |")
 
 

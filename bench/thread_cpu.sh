@@ -4,7 +4,10 @@
 # (MODE, default stream; 32 clients; 16 float32 inline) against each in
 # turn, and diffs /proc/PID/task/*/stat between two snapshots taken while
 # the load runs (threads that exit in between are not seen). Prints CPU
-# microseconds per request by thread name for both servers.
+# microseconds per request by thread name for both servers. The floor's
+# snapshots are timed by sleeps (6.5 and 8.5 s after the start, inside the
+# floor's half of --compare-floor when kerneld's half took its 3 windows):
+# compare its per-request figures only when its throughput line looks sane.
 #   bench/thread_cpu.sh [BUILD_DIR]    (or KERNELD / KERNELCTL / ECHO_FLOOR)
 set -euo pipefail
 build=${1:-build}

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# What a fixed amount of handler work costs beyond itself. Starts kerneld and
-# kerneld_echo_floor once per --work_ns value (same API, loopback TCP), then
+# What a fixed amount of handler work costs beyond itself. Starts kerneld
+# once and one kerneld_echo_floor per --work_ns value, all at once (same
+# API, loopback TCP; only the pair under test gets load), then
 # for each round and each floor runs `kernelctl perf --compare-floor`
 # (kerneld, then that floor, one level) and reads each server's CPU time
 # from /proc around it. Prints per floor the medians over the rounds of
 # p50, throughput and server CPU per request, kerneld beside it, and
 # kerneld's own server total p50 (the work it does per request), so the
 # floor whose work matches kerneld's can be read off. docs/performance.md,
-# "Handler work on two cores".
+# "Seventh session" ("On two cores the gap is the work, amplified").
 #
 #   bench/work_amplification.sh [BUILD_DIR]      (default: build)
 #
 # Environment: WORK_NS ("0 1000 2000 4000"), ROUNDS (3), MODE (stream),
 # CONCURRENCY (32), WINDOW_MS (300), MAX_WINDOWS (4), FLOOR_MODE (sync),
 # KERNELD_FLAGS (default --grpc_api=sync, the API the sync floor matches),
-# REQUEST (default "--dtype float32 --shape 16").
+# REQUEST (default "--dtype float32 --shape 16"); KERNELD, KERNELCTL and
+# ECHO_FLOOR replace the binaries (a device bundle's, for example).
 set -euo pipefail
 
 build=${1:-build}

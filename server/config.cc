@@ -94,7 +94,7 @@ std::string FlagsHelp() {
                          concurrency); measured in docs/performance.md
   --grpc_sync_pollers=N  with --grpc_api=sync: threads that may wait for new calls at once
                          (gRPC's MAX_POLLERS). 0 (default): on a GPU host as many as the
-                         GPUs have streams, so threads that ran GPU work are kept; without
+                         GPUs have streams (at least 2), so threads that ran GPU work are kept; without
                          a GPU, gRPC's default (2)
   --gpu_timing=T         what a GPU request's execute time measures: host (default), the
                          worker's span from the launch call to seeing the work done, or
@@ -341,6 +341,8 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       (!cfg->tls_cert.empty() || !cfg->tls_key.empty() || !cfg->tls_client_ca.empty()))
     return "--tls_cert, --tls_key and --tls_client_ca only apply to --tls_listen addresses; add "
            "--tls_listen=HOST:PORT";
+  if (cfg->grpc_sync_pollers > 0 && cfg->grpc_api != "sync")
+    return "--grpc_sync_pollers bounds gRPC's sync API only; add --grpc_api=sync or drop it";
   if (!cfg->allow_insecure_remote) {
     std::vector<std::string> addrs = {cfg->listen};
     addrs.insert(addrs.end(), cfg->extra_listen.begin(), cfg->extra_listen.end());

@@ -133,7 +133,8 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
           continue;
         }
         // The request's own views, judged as staged on d (no copy per
-        // device); its reason is formatted only for a refusal.
+        // device). A refusal here formats its reason even in the first
+        // pass; on the success path nothing is formatted.
         if (auto r = impl->requires_.RejectRequest(probe, &d)) {
           if (explain) why_not.push_back(d.device.ToString() + ": " + *r);
           continue;

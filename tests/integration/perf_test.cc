@@ -213,9 +213,11 @@ TEST(Perf, FloorWorkNsSpinsInEveryRequest) {
   }
   EXPECT_EQ(d.Terminate(), 0);
   // A value that is not a count of nanoseconds is refused at start.
-  for (const char* bad : {"-1", "2us", ""}) {
-    const std::string cmd = std::string(ECHO_FLOOR_BINARY) + " --listen 127.0.0.1:0 --work_ns '" +
-                            bad + "' 2>/dev/null";
+  for (const char* bad : {"-1", "2us", "", "99999999999999999999", "1000000000000001"}) {
+    // Under timeout: a value wrongly accepted would start a floor that
+    // serves until killed (exit 124, not 2).
+    const std::string cmd = "timeout 10 " + std::string(ECHO_FLOOR_BINARY) +
+                            " --listen 127.0.0.1:0 --work_ns '" + bad + "' 2>/dev/null";
     const int status = std::system(cmd.c_str());
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << bad << ": " << status;
   }

@@ -49,14 +49,18 @@ TEST(Config, GrpcSyncPollersAutomaticByDefaultAndBounded) {
   EXPECT_EQ(Parse({}, &d), "");
   EXPECT_EQ(d.grpc_sync_pollers, 0);
   Config s;
-  EXPECT_EQ(Parse({"--grpc_sync_pollers=2"}, &s), "");
+  EXPECT_EQ(Parse({"--grpc_api=sync", "--grpc_sync_pollers=2"}, &s), "");
   EXPECT_EQ(s.grpc_sync_pollers, 2);
   for (const char* bad :
        {"--grpc_sync_pollers=-1", "--grpc_sync_pollers=1025", "--grpc_sync_pollers=two"}) {
     Config c;
-    const std::string err = Parse({bad}, &c);
+    const std::string err = Parse({"--grpc_api=sync", bad}, &c);
     EXPECT_NE(err.find("grpc_sync_pollers"), std::string::npos) << bad << ": " << err;
   }
+  // The callback API has no pollers to bound: said, not ignored.
+  Config cb;
+  const std::string err = Parse({"--grpc_sync_pollers=2"}, &cb);
+  EXPECT_NE(err.find("--grpc_api=sync"), std::string::npos) << err;
 }
 
 TEST(Config, CudaStreamsDefaultFourAndBounded) {
