@@ -18,12 +18,9 @@
 # logs' tarball ($OUT/fastpath$TAG.tar.gz); EXTRAS=0 skips completion_bench
 # and the --via stages.
 set -uo pipefail
-B=${BUNDLE:-.device/kerneld}
-OUT=${OUT:-gpu-logs}
-if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p "$B" && tar xzf .device/kerneld.tar.gz -C "$B" --strip-components=1
-fi
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+bench_use_bundle
 logs=$(mktemp -d /tmp/fastpath-XXXXXX)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
 IFS=';' read -r -a variants <<<"${VARIANTS-;--gpu_timing=events}"

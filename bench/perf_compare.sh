@@ -45,18 +45,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits for a ready file's "grpc ADDR" lines; prints the TCP one.
-ready_tcp() {
-  for _ in $(seq 300); do
-    if [[ -s $1 ]] && grep -q '^grpc 127' "$1"; then
-      awk '$1 == "grpc" && $2 !~ /^unix:/ { print $2; exit }' "$1"
-      return
-    fi
-    sleep 0.1
-  done
-  echo "perf_compare: $1 never appeared" >&2
-  exit 1
-}
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"  # ready_tcp
 
 # shellcheck disable=SC2086
 "$kerneld" --listen=127.0.0.1:0 --listen="unix:$dir/kerneld.sock" --metrics_listen=off \

@@ -8,13 +8,9 @@
 #
 #   run(command="bench/pollers_ab.sh", carry=[".device/kerneld.tar.gz"])
 set -uo pipefail
-B=${BUNDLE:-.device/kerneld}
-OUT=${OUT:-gpu-logs}
-if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p "$B" && tar xzf .device/kerneld.tar.gz -C "$B" --strip-components=1
-fi
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+bench_use_bundle
 IFS=';' read -r -a variants <<<"${VARIANTS-"--grpc_api=sync;--grpc_api=sync --grpc_sync_pollers=2;--grpc_api=sync --grpc_sync_pollers=1"}"
 logs=$(mktemp -d /tmp/pollers-XXXXXX)
 for v in "${variants[@]}"; do

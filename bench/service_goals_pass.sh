@@ -10,13 +10,9 @@
 #
 #   run(command="bench/service_goals_pass.sh", carry=[".device/kerneld.tar.gz"])
 set -uo pipefail
-B=${BUNDLE:-.device/kerneld}
-OUT=${OUT:-gpu-logs}
-if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p "$B" && tar xzf .device/kerneld.tar.gz -C "$B" --strip-components=1
-fi
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+bench_use_bundle
 logs=$(mktemp -d /tmp/goals-XXXXXX)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$logs/gpu.txt" 2>&1 || echo "no GPU" >"$logs/gpu.txt"
 (nproc; uname -n) >>"$logs/gpu.txt"

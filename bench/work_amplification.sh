@@ -41,17 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ready_tcp() {
-  for _ in $(seq 300); do
-    if [[ -s $1 ]] && grep -q '^grpc 127' "$1"; then
-      awk '$1 == "grpc" { print $2; exit }' "$1"
-      return
-    fi
-    sleep 0.1
-  done
-  echo "work_amplification: $1 never appeared" >&2
-  exit 1
-}
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"  # ready_tcp
 # utime + stime of a process, in clock ticks (threads that exited included).
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
