@@ -155,8 +155,10 @@ Status ValidateInputs(const OpDef& op, const std::vector<TensorView>& inputs, co
     const TensorView& t = inputs[i];
     if (t.dtype == DType::kInvalid)
       return InvalidArgument(op.name + ": missing input '" + def.name + "'");
-    KERNELD_RETURN_IF_ERROR(
-        CheckTensorSize(op.name + ": input '" + def.name + "'", t.dtype, t.shape));
+    // The label is formatted only for a refusal: "scale: input 'x'" is past
+    // std::string's inline capacity, an allocation on every request.
+    if (!CheckTensorSize("", t.dtype, t.shape).ok())
+      return CheckTensorSize(op.name + ": input '" + def.name + "'", t.dtype, t.shape);
     // Kernels load whole elements: a view must start on a multiple of its
     // element size (the server realigns inline bytes and refuses buffer
     // references that would break this).
@@ -189,8 +191,10 @@ Status InferOutputs(const OpDef& op, const std::vector<TensorView>& inputs, cons
     KERNELD_RETURN_IF_ERROR(op.outputs[i].rule.fn(op, inputs, attrs, bind, &spec));
     // Outputs grow from inputs (gemm: [m, 0] @ [0, n] -> [m, n]): the same
     // checked size rule applies to every op's result, in this one place.
-    KERNELD_RETURN_IF_ERROR(
-        CheckTensorSize(op.name + ": output '" + op.outputs[i].name + "'", spec.dtype, spec.shape));
+    // Labelled only for a refusal (as in ValidateInputs).
+    if (!CheckTensorSize("", spec.dtype, spec.shape).ok())
+      return CheckTensorSize(op.name + ": output '" + op.outputs[i].name + "'", spec.dtype,
+                             spec.shape);
   }
   return Status::Ok();
 }

@@ -88,8 +88,11 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   absl::InlinedVector<std::pair<int, const ImplDef*>, 4> ranked;
   for (const auto& i : op.impls)
     if (any_backend || i.backend == backend) ranked.emplace_back(i.PriorityFor(probe), &i);
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  // A stable insertion sort: an op has a handful of impls, and
+  // std::stable_sort allocates a buffer on every call.
+  for (size_t i = 1; i < ranked.size(); ++i)
+    for (size_t j = i; j > 0 && ranked[j - 1].first < ranked[j].first; --j)
+      std::swap(ranked[j - 1], ranked[j]);
 
   // The first pass only places; reasons are formatted by a second pass, on
   // a refusal. On a GPU host every request's CPU impl is refused by each GPU

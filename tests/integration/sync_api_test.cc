@@ -63,8 +63,16 @@ TEST(SyncApi, StreamAnswersInOrderAndAFailedRequestLeavesItOpen) {
       EXPECT_EQ(resp.status().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
       EXPECT_NE(resp.status().message().find("inline_data has 5 bytes"), std::string::npos)
           << resp.status().message();
+      // The stream's response message is reused (sync_service.cc): nothing
+      // of the successful answer before may be left in this one.
+      EXPECT_TRUE(resp.outputs().empty());
+      EXPECT_EQ(resp.info().backend(), "");
+      EXPECT_EQ(resp.info().execute_ns(), 0);
     } else {
       ExpectScaled(resp, xs[k], 2.0);
+      EXPECT_EQ(resp.status().message(), "") << k;  // not the failure's text
+      EXPECT_EQ(resp.info().backend(), "cpu") << k;
+      EXPECT_GT(resp.info().total_ns(), 0) << k;
     }
   }
   EXPECT_FALSE(s->Receive(&resp));
