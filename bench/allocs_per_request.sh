@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Heap allocations per request of kerneld and of the sync echo floor, the
 # same request by the same client (16 float32 inline by default): each
-# server runs under bench/alloc_count.c twice, once for a bare connection
-# (start-up, the schema lookup, shutdown) and once under `kernelctl perf`
-# load, and the difference is divided by the requests it served. Unlike a
-# timing it does not depend on what else the machine is doing.
+# server runs under bench/alloc_count.c twice, for a short run (start-up,
+# the schema lookup, three 1 ms windows, shutdown) and for a loaded one
+# (three 300 ms windows of `kernelctl perf`), and the difference is divided
+# by the requests served between them. Unlike a timing it hardly depends on
+# what else the machine is doing (what grows with time alone, timers and
+# pollers, is charged to the requests too, and rounds away).
 # docs/performance.md ("Seventh session").
 #
 #   bench/allocs_per_request.sh [BUILD_DIR]     (default: build)
@@ -19,20 +21,25 @@ floor=${ECHO_FLOOR:-$build/bench/kerneld_echo_floor}
 # shellcheck source=bench/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"  # ready_tcp
 dir=$(mktemp -d /tmp/allocs-XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$dir"' EXIT
 "${CC:-cc}" -O2 -shared -fPIC -o "$dir/alloc_count.so" "$(dirname "$0")/alloc_count.c" -ldl
 
-# One pass: both servers under the shim; with "load", kernelctl perf at one
-# client (kerneld, then the floor); prints both servers' allocation counts.
+# One pass: both servers under the shim; kernelctl perf at one client
+# (kerneld, then the floor); writes both servers' allocation counts to
+# $dir/$1.counts. Run in this shell (not a subshell) so that the EXIT trap
+# stops servers a failed pass left running.
 pass() {
   rm -f "$dir"/*.ready "$dir"/*.count
   # shellcheck disable=SC2086
   ALLOC_COUNT_OUT=$dir/k.count LD_PRELOAD=$dir/alloc_count.so "$kerneld" --listen=127.0.0.1:0 \
     --metrics_listen=off --ready_file="$dir/k.ready" ${KERNELD_FLAGS---grpc_api=sync} >/dev/null 2>&1 &
   local kp=$!
+  pids+=("$kp")
   ALLOC_COUNT_OUT=$dir/f.count LD_PRELOAD=$dir/alloc_count.so "$floor" --mode sync \
     --listen 127.0.0.1:0 --ready_file "$dir/f.ready" 2>/dev/null &
   local fp=$!
+  pids+=("$fp")
   local ka fa windows=3 window_ms=1
   ka=$(ready_tcp "$dir/k.ready")
   fa=$(ready_tcp "$dir/f.ready")
@@ -40,13 +47,19 @@ pass() {
   # shellcheck disable=SC2086
   "$kernelctl" --target "$ka" perf scale ${REQUEST:---dtype float32 --shape 16} --attr factor=2 \
     --mode "${MODE:-stream}" --concurrency 1 --window-ms $window_ms --max-windows $windows \
-    --compare-floor "$fa" --json "$dir/$1.json" >/dev/null 2>&1
+    --compare-floor "$fa" --json "$dir/$1.json" >/dev/null 2>"$dir/perf.err" ||
+    { echo "allocs_per_request: kernelctl perf failed:" >&2; cat "$dir/perf.err" >&2; exit 1; }
   kill "$kp" "$fp"
   wait "$kp" "$fp" 2>/dev/null || true
-  echo "$(cat "$dir/k.count") $(cat "$dir/f.count")"
+  for c in k f; do
+    [[ -s $dir/$c.count ]] || { echo "allocs_per_request: no count from the $c server" >&2; exit 1; }
+  done
+  echo "$(cat "$dir/k.count") $(cat "$dir/f.count")" >"$dir/$1.counts"
 }
-read -r kb fb < <(pass bare)
-read -r kl fl < <(pass load)
+pass bare
+pass load
+read -r kb fb <"$dir/bare.counts"
+read -r kl fl <"$dir/load.counts"
 python3 - "$dir/bare.json" "$dir/load.json" "$kb" "$fb" "$kl" "$fl" <<'PY'
 import json, sys
 bare, load = (json.load(open(p)) for p in sys.argv[1:3])

@@ -1,19 +1,32 @@
 # Sourced by the bench scripts (bash): helpers they share.
 
-# The bundle scripts/device_bundle made, on the device machine: unpacked
-# from the carried .device/kerneld.tar.gz into $BUNDLE (default
-# .device/kerneld) unless an unpacking of that very tarball is already there
-# (a warm machine keeps the previous call's files, and reusing an older
-# bundle's binaries would measure the wrong build); then the environment
-# the bench scripts read (KERNELD, KERNELCTL, ECHO_FLOOR, LD_LIBRARY_PATH).
-# Sets B (the bundle) and OUT (default gpu-logs).
-bench_use_bundle() {
+# The bundle scripts/device_bundle made, on the device machine: the carried
+# .device/kerneld.tar.gz unpacked into $BUNDLE (default .device/kerneld),
+# unless that very tarball's unpacking is already there. A warm machine keeps
+# earlier calls' files, and measuring an older bundle's binaries would be
+# wrong: the stamp holds the tarball's checksum (no clock involved). A folder
+# with binaries and no stamp (carried unpacked, or a BUNDLE= of your own) is
+# left alone. Sets B. Fails, saying why, when the tarball does not unpack.
+bench_unpack_bundle() {
   B=${BUNDLE:-.device/kerneld}
-  OUT=${OUT:-gpu-logs}
-  local tarball=.device/kerneld.tar.gz
-  if [[ -f $tarball ]] && [[ ! -x $B/bin/kerneld || ! -f $B/.unpacked || $tarball -nt $B/.unpacked ]]; then
-    rm -rf "$B" && mkdir -p "$B" && tar xzf "$tarball" -C "$B" --strip-components=1 && touch "$B/.unpacked"
+  local tarball=.device/kerneld.tar.gz sum
+  [[ -f $tarball ]] || return 0
+  [[ -x $B/bin/kerneld && ! -f $B/.unpacked ]] && return 0
+  sum=$(cksum <"$tarball")
+  [[ -f $B/.unpacked && $(cat "$B/.unpacked") == "$sum" ]] && return 0
+  if ! { rm -rf "$B" && mkdir -p "$B" && tar xzf "$tarball" -C "$B" --strip-components=1; }; then
+    echo "$(basename "$0"): cannot unpack $tarball into $B" >&2
+    return 1
   fi
+  echo "$sum" >"$B/.unpacked"
+}
+
+# bench_unpack_bundle, then the environment the bench scripts read
+# (KERNELD, KERNELCTL, ECHO_FLOOR, LD_LIBRARY_PATH). Sets B and OUT (default
+# gpu-logs).
+bench_use_bundle() {
+  bench_unpack_bundle || return 1
+  OUT=${OUT:-gpu-logs}
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   export KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor
 }

@@ -14,9 +14,9 @@ set -uo pipefail
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 B=.device/kerneld
-if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p $B && tar xzf .device/kerneld.tar.gz -C $B --strip-components=1
-fi
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+bench_unpack_bundle || exit 1
 rc=0
 for part in ${PARTS:-kernels service}; do
   case $part in

@@ -20,7 +20,7 @@
 set -uo pipefail
 # shellcheck source=bench/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
-bench_use_bundle
+bench_use_bundle || exit 1
 logs=$(mktemp -d /tmp/fastpath-XXXXXX)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
 IFS=';' read -r -a variants <<<"${VARIANTS-;--gpu_timing=events}"

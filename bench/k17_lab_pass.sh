@@ -16,9 +16,9 @@ set -uo pipefail
 B=.device/kerneld
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-if [[ ${PEERS:-1} != 0 && ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p $B && tar xzf .device/kerneld.tar.gz -C $B --strip-components=1
-fi
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+if [[ ${PEERS:-1} != 0 ]]; then bench_unpack_bundle || exit 1; fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 # One process a part, so that a variant that faults the context (an illegal

@@ -10,9 +10,9 @@ set -uo pipefail
 B=.device/kerneld
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p $B && tar xzf .device/kerneld.tar.gz -C $B --strip-components=1
-fi
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+bench_unpack_bundle || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export KERNELD_BINARY=$PWD/$B/bin/kerneld
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"

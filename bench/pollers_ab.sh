@@ -10,7 +10,7 @@
 set -uo pipefail
 # shellcheck source=bench/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
-bench_use_bundle
+bench_use_bundle || exit 1
 IFS=';' read -r -a variants <<<"${VARIANTS-"--grpc_api=sync;--grpc_api=sync --grpc_sync_pollers=2;--grpc_api=sync --grpc_sync_pollers=1"}"
 logs=$(mktemp -d /tmp/pollers-XXXXXX)
 for v in "${variants[@]}"; do

@@ -12,7 +12,7 @@
 set -uo pipefail
 # shellcheck source=bench/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
-bench_use_bundle
+bench_use_bundle || exit 1
 logs=$(mktemp -d /tmp/goals-XXXXXX)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$logs/gpu.txt" 2>&1 || echo "no GPU" >"$logs/gpu.txt"
 (nproc; uname -n) >>"$logs/gpu.txt"

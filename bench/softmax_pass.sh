@@ -8,9 +8,9 @@ set -uo pipefail
 B=.device/kerneld
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p $B && tar xzf .device/kerneld.tar.gz -C $B --strip-components=1
-fi
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+bench_unpack_bundle || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 SHAPES=${SHAPES:-v32k1=1x32000,v32k=16x32768,v32k64=64x32768,v50k64=64x50000,v128k1=1x128256,v128k4=4x128256,v128k=16x128256,v128k64=64x128256}

@@ -19,7 +19,9 @@ constexpr int kExecuteStreamMethod = 1;
 // Ready for the stream's next message, keeping the info and status
 // submessages and their strings' storage: Clear() deletes them, and every
 // response sets both again (four allocations a message otherwise). Their
-// fields are cleared, so nothing of the last answer is left.
+// fields are cleared, so nothing of the last answer is left. (A request the
+// runner fails before it stamps the info, an exception in RequestRunner::Start,
+// now answers with an empty info rather than none: all zeros either way.)
 void ResetForNextMessage(v1::ExecuteResponse* resp) {
   resp->clear_request_id();
   resp->clear_outputs();

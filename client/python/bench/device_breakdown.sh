@@ -6,7 +6,9 @@
 #   run(command="client/python/bench/device_breakdown.sh", carry=[".whl", ".device/kerneld.tar.gz"])
 set -uo pipefail
 B=.device/kerneld
-[[ -x $B/bin/kerneld ]] || { mkdir -p $B && tar xzf .device/kerneld.tar.gz -C $B --strip-components=1; }
+# shellcheck source=bench/bench_lib.sh
+source bench/bench_lib.sh  # run from the repository root
+bench_unpack_bundle || exit 1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site LD_LIBRARY_PATH=/usr/local/cuda/lib64 KERNELD_NATIVE_LIB=$PWD/$B/lib/libkerneld_native.so
 rm -f /tmp/kr; $B/bin/kerneld --listen 127.0.0.1:0 --metrics_listen off --ready_file /tmp/kr ${KERNELD_FLAGS:-} > $OUT/kd.log 2>&1 &

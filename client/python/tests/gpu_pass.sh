@@ -20,9 +20,9 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=.device/kerneld
-if [[ ! -x $B/bin/kerneld && -f .device/kerneld.tar.gz ]]; then
-  mkdir -p $B && tar xzf .device/kerneld.tar.gz -C $B --strip-components=1
-fi
+# shellcheck source=bench/bench_lib.sh
+source bench/bench_lib.sh  # run from the repository root
+bench_unpack_bundle || exit 1
 [[ -x $B/bin/kerneld ]] || { echo "gpu_pass: no $B/bin/kerneld (carry .device/kerneld or .device/kerneld.tar.gz)"; exit 2; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 2
 export PYTHONPATH=/tmp/site
