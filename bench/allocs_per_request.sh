@@ -19,10 +19,10 @@ kerneld=${KERNELD:-$build/server/kerneld}
 kernelctl=${KERNELCTL:-$build/client/kernelctl}
 floor=${ECHO_FLOOR:-$build/bench/kerneld_echo_floor}
 # shellcheck source=bench/bench_lib.sh
-source "$(dirname "$0")/bench_lib.sh"  # ready_tcp
+source "$(dirname "$0")/bench_lib.sh"  # ready_tcp, bench_stop_on_exit
 dir=$(mktemp -d /tmp/allocs-XXXXXX)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$dir"' EXIT
+bench_stop_on_exit
 "${CC:-cc}" -O2 -shared -fPIC -o "$dir/alloc_count.so" "$(dirname "$0")/alloc_count.c" -ldl
 
 # One pass: both servers under the shim; kernelctl perf at one client

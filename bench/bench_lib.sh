@@ -45,3 +45,12 @@ ready_tcp() {
   echo "$(basename "$0"): $1 never appeared" >&2
   exit 1
 }
+
+# On exit (normal or not): stop the servers whose pids the caller appended
+# to its `pids` array, wait for them, and remove its `dir`. Both are the
+# caller's globals, set before this is called.
+bench_stop_on_exit() {
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+        for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+        rm -rf "$dir"' EXIT
+}

@@ -38,15 +38,9 @@ dir=$(mktemp -d /tmp/perf-compare-XXXXXX)
 json_dir=${JSON_DIR:-$dir/json}
 mkdir -p "$json_dir"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
 # shellcheck source=bench/bench_lib.sh
-source "$(dirname "$0")/bench_lib.sh"  # ready_tcp
+source "$(dirname "$0")/bench_lib.sh"  # ready_tcp, bench_stop_on_exit
+bench_stop_on_exit
 
 # shellcheck disable=SC2086
 "$kerneld" --listen=127.0.0.1:0 --listen="unix:$dir/kerneld.sock" --metrics_listen=off \

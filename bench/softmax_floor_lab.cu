@@ -221,9 +221,8 @@ __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, in
     m = -INFINITY;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v[k].x));
-      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v[k].y));
-      m = fmaxf(m, fmaxf(fmaxf(a.x, a.y), fmaxf(b.x, b.y)));
+      const float4 f = Halves(v[k]);
+      m = fmaxf(m, fmaxf(fmaxf(f.x, f.y), fmaxf(f.z, f.w)));
     }
     m = BlockMax(m, red);
   }

@@ -16,17 +16,18 @@ kernelctl=${KERNELCTL:-$build/client/kernelctl}
 floor=${ECHO_FLOOR:-$build/bench/kerneld_echo_floor}
 dir=$(mktemp -d /tmp/thread-cpu-XXXXXX)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"  # ready_tcp, bench_stop_on_exit
+bench_stop_on_exit
 # shellcheck disable=SC2086
 "$kerneld" --listen=127.0.0.1:0 --metrics_listen=off --ready_file="$dir/k.ready" \
   ${KERNELD_FLAGS---grpc_api=sync} >"$dir/k.log" 2>&1 &
 kpid=$!; pids+=("$kpid")
 "$floor" --mode sync --listen 127.0.0.1:0 --ready_file "$dir/f.ready" 2>"$dir/f.log" &
 fpid=$!; pids+=("$fpid")
-for _ in $(seq 300); do [[ -s $dir/k.ready && -s $dir/f.ready ]] && break; sleep 0.1; done
+ka=$(ready_tcp "$dir/k.ready")
+fa=$(ready_tcp "$dir/f.ready")
 sleep 0.5
-ka=$(awk '$1=="grpc"{print $2; exit}' "$dir/k.ready")
-fa=$(awk '$1=="grpc"{print $2; exit}' "$dir/f.ready")
 snap() {  # tid comm ticks context-switches (a thread gone mid-read is left out)
   for t in /proc/"$1"/task/*; do
     printf '%s %s %s %s\n' "${t##*/}" "$(tr ' ' _ <"$t/comm")" \

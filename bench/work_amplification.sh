@@ -34,15 +34,9 @@ floor_mode=${FLOOR_MODE:-sync}
 
 dir=$(mktemp -d /tmp/work-amp-XXXXXX)
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
 # shellcheck source=bench/bench_lib.sh
-source "$(dirname "$0")/bench_lib.sh"  # ready_tcp
+source "$(dirname "$0")/bench_lib.sh"  # ready_tcp, bench_stop_on_exit
+bench_stop_on_exit
 # utime + stime of a process, in clock ticks (threads that exited included).
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
