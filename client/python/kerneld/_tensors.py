@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 
+from . import _cuda
 from ._proto import kerneld_pb2 as pb
 
 # dtype enum <-> name <-> itemsize
@@ -231,7 +232,6 @@ def sync_torch_stream(dev, ctx):
     torch = _torch()
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None and ctx is not None:
-        from . import _cuda
         if _cuda.current_context() == ctx:
             _cuda.stream_synchronize(raw(dev))
             return
@@ -262,7 +262,6 @@ _TYPESTR = {"<f2": pb.DTYPE_FLOAT16, "<f4": pb.DTYPE_FLOAT32, "<f8": pb.DTYPE_FL
 
 
 def _cai_arg(where, name, obj):
-    from . import _cuda
     cai = obj.__cuda_array_interface__
     shape = tuple(cai["shape"])
     dt = _TYPESTR.get(cai["typestr"])
@@ -310,7 +309,6 @@ _DL = {(2, 16): pb.DTYPE_FLOAT16, (4, 16): pb.DTYPE_BFLOAT16, (2, 32): pb.DTYPE_
 
 
 def _dlpack_arg(where, name, obj):
-    from . import _cuda
     # stream=1: the producer makes the legacy default stream wait for its
     # work (DLPack's protocol); we synchronize that stream before sending.
     capsule = obj.__dlpack__(stream=1)
