@@ -155,8 +155,13 @@ void ExecuteStreamReactor::OnWriteDone(bool ok) {
 bool ExecuteStreamReactor::ShouldFinishLocked(grpc::Status* st) {
   if (finished_) return false;
   if (!(reads_done_ || broken_) || inflight_ > 0 || writing_ || !write_queue_.empty()) return false;
-  // A read still outstanding (broken stream) ends with OnReadDone(false)
-  // once the call finishes.
+  // A read that is outstanding, or decided and about to be started by
+  // another thread (reading_ is set under mu_, StartRead is called after
+  // it is released), must end first: a StartRead after Finish touched a
+  // finished call and killed the daemon when a client cancelled a stream
+  // whose request was running. A cancelled call fails the read at once
+  // (OnReadDone(false)), which finishes the stream.
+  if (reading_) return false;
   finished_ = true;
   if (broken_)
     *st = grpc::Status(grpc::StatusCode::CANCELLED, "stream broken");
