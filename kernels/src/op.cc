@@ -223,6 +223,28 @@ OpDef& OpDef::Input(std::string n, DTypeSet dts, const std::string& shape, std::
   inputs.push_back({std::move(n), dts, ShapePattern::Parse(shape), std::move(d)});
   return *this;
 }
+// A misdeclared generation hint is a programming error, caught by the
+// registry test like a malformed shape pattern.
+OpDef& OpDef::Gen(InputGen kind, std::string upper) {
+  if (inputs.empty() || (kind == InputGen::kIndex) == upper.empty()) {
+    std::fprintf(stderr,
+                 "kerneld: %s: Gen() follows an Input(); kIndex, and only kIndex, names "
+                 "the symbol bounding its values\n",
+                 name.c_str());
+    std::abort();
+  }
+  inputs.back().gen = kind;
+  inputs.back().gen_upper = std::move(upper);
+  return *this;
+}
+OpDef& OpDef::GenShape(const std::string& pattern) {
+  if (inputs.empty()) {
+    std::fprintf(stderr, "kerneld: %s: GenShape() follows an Input()\n", name.c_str());
+    std::abort();
+  }
+  inputs.back().gen_shape = ShapePattern::Parse(pattern).text;  // aborts when malformed
+  return *this;
+}
 OpDef& OpDef::Output(std::string n, OutputRule rule, std::string d) {
   OutputDef o;
   o.name = std::move(n);

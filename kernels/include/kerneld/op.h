@@ -87,11 +87,27 @@ struct ShapeBindings {
 
 // ----- schema ---------------------------------------------------------------
 
+// How a client draws a random value for an input that the op accepts and
+// that means something (kernelctl run, ListKernels' TensorSpec.generation):
+// the shape rule says what is valid, this says what is sensible. Values
+// are kept (clients and the proto match on them); add, never renumber.
+enum class InputGen {
+  kUniform = 0,        // floating: uniform in [-2, 2); integer: 0 or 1
+  kProbabilities = 1,  // non-negative, each row (last dim) sums to 1
+  kIndex = 2,          // integers in [0, the value of symbol gen_upper)
+};
+
 struct InputDef {
   std::string name;
   DTypeSet dtypes;
   ShapePattern shape;
   std::string doc;
+  InputGen gen = InputGen::kUniform;
+  std::string gen_upper;  // kIndex: the shape symbol bounding the values ("max_position")
+  // The shape a client makes, a pattern over symbols earlier inputs bind,
+  // where `shape` leaves a dim free ("[K, K]" for gemm's b; a rope cache
+  // "[num_tokens, head_dim]"); "" makes what `shape` says.
+  std::string gen_shape;
 };
 
 struct OutputSpec {
@@ -257,6 +273,11 @@ struct OpDef {
     return *this;
   }
   OpDef& Input(std::string n, DTypeSet dts, const std::string& shape = "[...]", std::string d = "");
+  // How clients generate the input declared last (InputGen): kIndex takes
+  // the symbol bounding its values. Aborts when no input is declared yet.
+  OpDef& Gen(InputGen kind, std::string upper = "");
+  // The shape clients generate for the input declared last (InputDef::gen_shape).
+  OpDef& GenShape(const std::string& pattern);
   OpDef& Output(std::string n, OutputRule rule, std::string d = "");
   OpDef& InPlace(const std::string& output, const std::string& input);
   OpDef& MayAlias(const std::string& output, const std::string& input);

@@ -66,6 +66,7 @@ KERNELD_OP(gemm) {
         "accumulated in float32 and rounded once to that dtype (no TF32 for float32).")
       .Input("a", kFloatingTypes, "[M, K]", "row-major")
       .Input("b", kFloatingTypes, "[...]", "[K, N], or [N, K] with transpose_b; a's dtype")
+      .GenShape("[K, K]")  // N = K fits either layout
       .SameDType("a", "b")
       .Check(CheckB)
       .Output("c", ShapeOf("[M, N]", "a"), "a's dtype")

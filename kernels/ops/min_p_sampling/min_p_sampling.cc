@@ -37,6 +37,7 @@ KERNELD_OP(min_p_sampling) {
         "(INVALID_ARGUMENT); the cuda backend ignores negative values and writes -1 for a row "
         "without positive finite mass.")
       .Input("probs", {DType::kFloat32}, "[batch, vocab]", "float32, non-negative")
+      .Gen(InputGen::kProbabilities)
       .Check(CheckMinPAttrs)
       .Output("samples", ShapeOf("[batch]", DType::kInt32), "int32 token index per row")
       .Attr("min_p", AttrType::kFloat, "keep tokens with p >= min_p * the row's max; in [0, 1]")

@@ -74,8 +74,10 @@ KERNELD_OP(rope) {
       .Input("q", kFloatingTypes, "[num_tokens, num_q_heads, head_dim]", "queries")
       .Input("k", kFloatingTypes, "[num_tokens, num_kv_heads, head_dim]", "keys, q's dtype")
       .Input("positions", kIndexTypes, "[num_tokens]", "each token's position")
+      .Gen(InputGen::kIndex, "max_position")
       .Input("cos_sin_cache", {DType::kFloat32}, "[max_position, rot_dim]",
              "float32; cos in the first rot_dim/2 columns, sin in the rest")
+      .GenShape("[num_tokens, head_dim]")  // a position per token, the whole head rotated
       .SameDType("q", "k")
       .Check(CheckRotDim)
       .Output("q", SameAs("q"), "q rotated, in place")

@@ -41,6 +41,7 @@ KERNELD_OP(top_k_top_p_sampling) {
         "(INVALID_ARGUMENT); the cuda backend ignores negative values and writes -1 for a row "
         "without positive finite mass.")
       .Input("probs", {DType::kFloat32}, "[batch, vocab]", "float32, non-negative")
+      .Gen(InputGen::kProbabilities)
       .Check(CheckSamplingAttrs)
       .Output("samples", ShapeOf("[batch]", DType::kInt32), "int32 token index per row")
       .AttrWithDefault("top_k", AttrType::kInt, int64_t{0}, "keep the k most likely tokens; 0: off")
