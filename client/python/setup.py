@@ -1,12 +1,26 @@
-"""Generates the protobuf modules from the repository's proto/ at build time.
+"""Generates the protobuf module from the repository's proto/ at build time.
 
 The .proto files are the only contract with the daemon; this package keeps no
 copy of them and no generated code in git. `pip install ./client/python`
 builds in place, so ../../proto is found; an sdist carries a copy in proto/
 (made by the sdist command below). KERNELD_PROTO_DIR overrides both.
+
+The module is written here from the file's descriptor (protoc's
+--descriptor_set_out), not by protoc's Python plugin: the plugin's output
+checks at import that the protobuf runtime is at least as new as that protoc,
+which would tie the wheel to whatever grpcio-tools the build happened to get.
+The few lines below use only google.protobuf's builder API, which every
+protobuf from 3.20 on provides, so one wheel runs on the whole range
+pyproject.toml claims (tests/run.sh installs the lowest one and calls a
+daemon with it).
+
+Nothing is written into the source tree (it may be read-only): setuptools'
+build/ and *.egg-info go to a scratch folder removed at exit.
 """
+import atexit
 import os
 import shutil
+import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -14,6 +28,22 @@ from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTOS = ["kerneld/v1/kerneld.proto"]
+
+MODULE = '''\
+# Generated from %(proto)s at build time (client/python/setup.py). Do not edit.
+from google.protobuf import descriptor_pool as _descriptor_pool
+from google.protobuf import symbol_database as _symbol_database
+from google.protobuf.internal import builder as _builder
+
+_sym_db = _symbol_database.Default()
+
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+    %(serialized)r)
+
+_globals = globals()
+_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, %(module)r, _globals)
+'''
 
 
 def _proto_root():
@@ -28,24 +58,31 @@ def _proto_root():
 
 def _generate(out_dir):
     from grpc_tools import protoc  # build requirement (pyproject.toml)
-    import grpc_tools
+    from google.protobuf import descriptor_pb2  # grpcio-tools' own dependency
 
     root = _proto_root()
     pkg = os.path.join(out_dir, "kerneld", "_proto")
     os.makedirs(pkg, exist_ok=True)
-    include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-    for p in PROTOS:
-        # -I<root>: the module lands at kerneld/_proto/kerneld/v1/kerneld_pb2.py;
-        # it imports nothing else, so we flatten it to kerneld/_proto/kerneld_pb2.py.
-        tmp = os.path.join(out_dir, "_kerneld_protoc")
-        os.makedirs(tmp, exist_ok=True)
-        rc = protoc.main(["protoc", "-I" + root, "-I" + include, "--python_out=" + tmp,
-                          os.path.join(root, p)])
-        if rc != 0:
-            raise SystemExit("kerneld: protoc failed on %s (rc %d)" % (p, rc))
-        gen = os.path.join(tmp, p.replace(".proto", "_pb2.py"))
-        shutil.copyfile(gen, os.path.join(pkg, os.path.basename(gen)))
-        shutil.rmtree(tmp)
+    tmp = tempfile.mkdtemp(prefix="kerneld-protoc-")
+    try:
+        for p in PROTOS:
+            # The .proto imports nothing, so its own descriptor is all the module needs.
+            ds = os.path.join(tmp, "set.pb")
+            rc = protoc.main(["protoc", "-I" + root, "--descriptor_set_out=" + ds,
+                              os.path.join(root, p)])
+            if rc != 0:
+                raise SystemExit("kerneld: protoc failed on %s (rc %d)" % (p, rc))
+            with open(ds, "rb") as f:
+                (fd,) = descriptor_pb2.FileDescriptorSet.FromString(f.read()).file
+            if fd.dependency:
+                raise SystemExit("kerneld: %s imports %s; setup.py writes self-contained "
+                                 "modules only" % (p, list(fd.dependency)))
+            name = os.path.basename(p).replace(".proto", "_pb2")
+            with open(os.path.join(pkg, name + ".py"), "w") as f:
+                f.write(MODULE % {"proto": p, "serialized": fd.SerializeToString(),
+                                  "module": "kerneld._proto." + name})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     with open(os.path.join(pkg, "__init__.py"), "w") as f:
         f.write("# Generated from proto/ at build time (client/python/setup.py).\n")
 
@@ -68,16 +105,13 @@ class SDist(sdist):
             shutil.copyfile(os.path.join(root, p), dst)
 
 
-def _requires():
-    # The generated modules check at import that the protobuf runtime is at
-    # least the version of the protoc that wrote them: require that much.
-    try:
-        from google.protobuf import __version__ as v
-        major_minor = ".".join(v.split(".")[:2])
-        proto = "protobuf>=%s" % major_minor
-    except Exception:
-        proto = "protobuf>=4.25"
-    return ["grpcio>=1.59", proto, "numpy>=1.22"]
+def _scratch():
+    d = tempfile.mkdtemp(prefix="kerneld-setup-")
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
-setup(cmdclass={"build_py": BuildPy, "sdist": SDist}, install_requires=_requires())
+_SCRATCH = _scratch()
+setup(cmdclass={"build_py": BuildPy, "sdist": SDist},
+      options={"build": {"build_base": os.path.join(_SCRATCH, "build")},
+               "egg_info": {"egg_base": _SCRATCH}})

@@ -1,6 +1,8 @@
 """Channels: plaintext or TLS, tokens, load balancing, message sizes."""
 import grpc
 
+from ._errors import invalid_argument
+
 
 def _read(v):
     if v is None:
@@ -26,7 +28,7 @@ def credentials(tls, tls_ca, tls_cert, tls_key):
     if not (tls or tls_ca or tls_cert or tls_key):
         return None
     if (tls_cert is None) != (tls_key is None):
-        raise ValueError("kerneld.Client: tls_cert= and tls_key= go together (a client certificate "
+        raise invalid_argument("kerneld.Client: tls_cert= and tls_key= go together (a client certificate "
                          "and its private key, PEM files or bytes)")
     return grpc.ssl_channel_credentials(root_certificates=_read(tls_ca),
                                         private_key=_read(tls_key),

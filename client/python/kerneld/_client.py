@@ -11,7 +11,7 @@ import grpc
 from ._proto import kerneld_pb2 as pb
 from . import _channel
 from ._core import Prepared
-from ._errors import KerneldError, from_rpc_error, error_for
+from ._errors import KerneldError, from_rpc_error, error_for, invalid_argument
 from ._ipc import IpcRegistry
 from ._schema import OpSchema, attr_python
 from ._shm import ShmPool, Segment, align
@@ -443,12 +443,12 @@ class Client(_Base):
             else:
                 rpc = "unary" if spread else "stream"
         if rpc not in ("native", "native_unary", "stream", "unary"):
-            raise ValueError("kerneld.Client: rpc=%r; 'native' (libkerneld_native: an "
+            raise invalid_argument("kerneld.Client: rpc=%r; 'native' (libkerneld_native: an "
                              "ExecuteStream per calling thread), 'native_unary' (libkerneld_native: "
                              "one Execute RPC per call), 'stream' (grpcio: one ExecuteStream for "
                              "every call) or 'unary' (grpcio: one Execute RPC per call)" % (rpc,))
         if rpc.startswith("native") and lib is None:
-            raise ValueError("kerneld.Client: rpc=%r needs libkerneld_native: %s. Set "
+            raise invalid_argument("kerneld.Client: rpc=%r needs libkerneld_native: %s. Set "
                              "KERNELD_NATIVE_LIB to its path (it is built and installed with the "
                              "daemon, <prefix>/lib), or use rpc='stream'" % (rpc, why))
         self._setup(target, timeout, shm, token, tls, tls_ca, tls_cert, tls_key, tls_server_name,

@@ -9,7 +9,7 @@ from ._schema import attr_value
 from ._shm import align
 from ._tensors import (to_arg, empty_like_kind, host_from_bytes,
                        numpy_dtype, _torch, _cupy)
-from ._errors import error_for
+from ._errors import error_for, invalid_argument, invalid_argument_count
 
 # A unary call that ended with these may still be running in the daemon: its
 # shared-memory segment is retired, never reused (ShmPool.retire).
@@ -76,19 +76,19 @@ class Prepared:
         self.return_info = bool(opts.get("return_info", False))
         via = opts.get("via") or ("shm" if c.use_shm else "inline")
         if via not in ("inline", "shm"):
-            raise ValueError("%s: via=%r; host arrays travel 'inline' or through 'shm' (GPU tensors "
+            raise invalid_argument("%s: via=%r; host arrays travel 'inline' or through 'shm' (GPU tensors "
                              "always over CUDA IPC)" % (op, via))
         schema = c._schema_or_none(op)
         self.schema = schema
         names = schema.inputs if schema else []
         if len(args) > len(names):
-            raise TypeError("%s takes %d positional inputs (%s), %d given" %
+            raise invalid_argument_count("%s takes %d positional inputs (%s), %d given" %
                             (op, len(names), ", ".join(names), len(args)))
         inputs = dict(zip(names, args))
         attrs = {}
         for k, v in kwargs.items():
             if k in inputs:
-                raise TypeError("%s: '%s' given twice (positionally and by name)" % (op, k))
+                raise invalid_argument_count("%s: '%s' given twice (positionally and by name)" % (op, k))
             if schema is not None and k in schema.input_dtypes:
                 inputs[k] = v
             elif schema is not None and k in schema.attr_specs:
@@ -109,8 +109,8 @@ class Prepared:
         for k, v in attrs.items():
             try:
                 attr_value(v, req.attrs[k])
-            except ValueError as e:
-                raise ValueError("%s: %s" % (op, e))
+            except ValueError as e:  # attr_value's InvalidArgument, named for the op
+                raise invalid_argument("%s: %s" % (op, getattr(e, "message", e))) from None
 
         # Inputs: what they are, checked before anything is sent.
         ins = {}
@@ -276,30 +276,30 @@ class Prepared:
         if schema is None:
             if isinstance(out, dict):
                 return dict(out)
-            raise ValueError("%s: out= for an op this server does not list must be a dict" % op)
+            raise invalid_argument("%s: out= for an op this server does not list must be a dict" % op)
         if isinstance(out, dict):
             outs = dict(out)
         elif isinstance(out, (tuple, list)):
             if len(out) != len(schema.outputs):
-                raise ValueError("%s: out= has %d entries; the op has %d outputs (%s)" %
+                raise invalid_argument("%s: out= has %d entries; the op has %d outputs (%s)" %
                                  (op, len(out), len(schema.outputs), ", ".join(schema.outputs)))
             outs = {n: v for n, v in zip(schema.outputs, out) if v is not None}
         else:
             free = [o for o in schema.outputs if o not in schema.in_place_of]
             if not free:
                 o = schema.outputs[0]
-                raise ValueError("%s: output '%s' is written in place of input '%s'; out= does "
+                raise invalid_argument("%s: output '%s' is written in place of input '%s'; out= does "
                                  "not apply to it" % (op, o, schema.in_place_of[o]))
             if len(free) != 1:
-                raise ValueError("%s: out= takes a tuple or dict here (outputs %s)" %
+                raise invalid_argument("%s: out= takes a tuple or dict here (outputs %s)" %
                                  (op, ", ".join(schema.outputs)))
             outs = {free[0]: out}
         for n in outs:
             if n not in schema.outputs:
-                raise ValueError("%s: out= names '%s'; the outputs are {%s}" %
+                raise invalid_argument("%s: out= names '%s'; the outputs are {%s}" %
                                  (op, n, ", ".join(schema.outputs)))
             if n in schema.in_place_of:
-                raise ValueError("%s: output '%s' is written in place of input '%s'; out= does "
+                raise invalid_argument("%s: output '%s' is written in place of input '%s'; out= does "
                                  "not apply to it" % (op, n, schema.in_place_of[n]))
         return outs
 
@@ -376,7 +376,7 @@ class Prepared:
                 return host.to("cuda:%d" % p.device)
             cp = _cupy()
             if cp is None:
-                raise ValueError("%s: output '%s' came inline and cannot be put on the GPU without "
+                raise invalid_argument("%s: output '%s' came inline and cannot be put on the GPU without "
                                  "cupy or torch; pass out=" % (self.op, o))
             with cp.cuda.Device(p.device):
                 return cp.asarray(host)

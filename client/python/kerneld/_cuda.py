@@ -7,6 +7,8 @@ the pointer's own context pushed, so any thread may call.
 import ctypes
 import threading
 
+from ._errors import invalid_argument
+
 CU_POINTER_ATTRIBUTE_CONTEXT = 1
 CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 CU_POINTER_ATTRIBUTE_BUFFER_ID = 7
@@ -130,7 +132,7 @@ def _allocation_of_one_by_one(l, ptr):
     fall back to cuMemGetAddressRange."""
     rc, mtype = _attr(l, ptr, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ctypes.c_uint)
     if rc != 0 or mtype != CU_MEMORYTYPE_DEVICE:
-        raise ValueError("0x%x is not CUDA device memory (%s)" %
+        raise invalid_argument("0x%x is not CUDA device memory (%s)" %
                          (ptr, _text(l, rc) if rc else "memory type %d" % mtype))
     _, ctx = _attr(l, ptr, CU_POINTER_ATTRIBUTE_CONTEXT, ctypes.c_void_p)
     _, dev = _attr(l, ptr, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ctypes.c_int)

@@ -1,4 +1,12 @@
-"""Errors: a server status becomes a KerneldError subclass with .code and .message."""
+"""Errors: a server status becomes a KerneldError subclass with .code and .message.
+
+A mistake the client catches before sending (a dtype, shape, attr, argument)
+is an InvalidArgument too, as the daemon's own refusal would be; it is also a
+ValueError (or, for a call's arity, a TypeError), so `except ValueError` keeps
+working. DeadlineExceeded is a TimeoutError and Unavailable a ConnectionError,
+so code that handles Python's own timeouts and connection failures handles
+these as well.
+"""
 import grpc
 
 __all__ = ["KerneldError", "InvalidArgument", "NotFound", "FailedPrecondition",
@@ -19,9 +27,17 @@ class KerneldError(Exception):
         self.details = details  # gRPC's debug string, when there is one
         super().__init__("%s: %s" % (code.name if code is not None else "UNKNOWN", message))
 
+    def __reduce__(self):  # pickles (multiprocessing, concurrent.futures) with its fields
+        return (type(self), (self.code, self.message, self.details))
 
-class InvalidArgument(KerneldError):
-    """A schema, dtype, shape, attr or buffer-reference mistake (INVALID_ARGUMENT)."""
+
+class InvalidArgument(KerneldError, ValueError):
+    """A schema, dtype, shape, attr, argument or buffer-reference mistake (INVALID_ARGUMENT),
+    whether the daemon or the client caught it. Also a ValueError."""
+
+
+class _InvalidArgumentCount(InvalidArgument, TypeError):
+    """A call given too many or doubled inputs: a TypeError, as Python's own would be."""
 
 
 class NotFound(KerneldError):
@@ -36,12 +52,12 @@ class ResourceExhausted(KerneldError):
     """Queue full, message too large, memory (RESOURCE_EXHAUSTED): retry with backoff or send less."""
 
 
-class Unavailable(KerneldError):
-    """No daemon there, or it is draining (UNAVAILABLE)."""
+class Unavailable(KerneldError, ConnectionError):
+    """No daemon there, or it is draining (UNAVAILABLE). Also a ConnectionError."""
 
 
-class DeadlineExceeded(KerneldError):
-    """The call's timeout passed (DEADLINE_EXCEEDED)."""
+class DeadlineExceeded(KerneldError, TimeoutError):
+    """The call's timeout passed (DEADLINE_EXCEEDED). Also a TimeoutError."""
 
 
 class PermissionDenied(KerneldError):
@@ -80,6 +96,16 @@ def error_for(code, message, details=None):
     if isinstance(code, int):
         code = _BY_NUMBER.get(code, grpc.StatusCode.UNKNOWN)
     return _BY_CODE.get(code, KerneldError)(code, message, details)
+
+
+def invalid_argument(message):
+    """The InvalidArgument for a mistake caught in the client, before anything is sent."""
+    return InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def invalid_argument_count(message):
+    """An InvalidArgument that is also a TypeError (a call's inputs miscounted)."""
+    return _InvalidArgumentCount(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
 def from_rpc_error(e):

@@ -15,7 +15,7 @@ Where the library comes from, in order:
      (scripts/install's prefix and the relocatable package both put it there);
   3. the loader's search path (ldconfig, $LD_LIBRARY_PATH).
 A library that is absent, does not load or has another ABI means the client
-uses grpcio ("stream"); Client(rpc="native") then raises ValueError saying
+uses grpcio ("stream"); Client(rpc="native") then raises InvalidArgument saying
 which.
 
 Semantics are unary Execute's: one RPC per call; a deadline or a
@@ -39,7 +39,7 @@ import time
 import grpc
 
 from ._channel import _read
-from ._errors import error_for
+from ._errors import error_for, invalid_argument
 
 _ABI = 2
 _SLICE_S = 0.2
@@ -145,7 +145,7 @@ class NativeCalls:
         self._stream_mode = bool(stream)
         self._streams = {}  # thread ident -> its kd_stream
         if spin_us is not None and (not isinstance(spin_us, (int, float)) or spin_us < 0):
-            raise ValueError("kerneld.Client: spin_us=%r; None (adapts), 0 (never spin) or a "
+            raise invalid_argument("kerneld.Client: spin_us=%r; None (adapts), 0 (never spin) or a "
                              "number of microseconds" % (spin_us,))
         self._spin = None if spin_us is None else spin_us / 1e6
         self._ewma = None  # seconds, recent calls' latency (spin_us=None)
@@ -168,7 +168,7 @@ class NativeCalls:
             len(key or b""), (server_name or "").encode(), (ctypes.c_char_p * n)(*keys),
             (ctypes.c_char_p * n)(*values), n, err, len(err))
         if not self._ch:
-            raise ValueError("kerneld.Client: rpc='native' could not open a channel to %s: %s" %
+            raise invalid_argument("kerneld.Client: rpc='native' could not open a channel to %s: %s" %
                              (target, err.value.decode(errors="replace")))
         self._closed = False
         self._busy = 0  # calls between start and free: the channel outlives them

@@ -3,6 +3,7 @@ import inspect
 import re
 
 from ._proto import kerneld_pb2 as pb
+from ._errors import invalid_argument
 from ._tensors import NAMES, BY_NAME
 
 _TOKEN = re.compile(r"^(?:(\d+)\s*\*\s*)?([A-Za-z_]\w*|\d+|\.\.\.)$")
@@ -42,7 +43,7 @@ def attr_value(v, a=None):
     elif isinstance(v, str):
         a.s = v
     else:
-        raise ValueError("attr value %r (a %s) is not a float, int, bool or str" % (v, type(v).__name__))
+        raise invalid_argument("attr value %r (a %s) is not a float, int, bool or str" % (v, type(v).__name__))
     return a
 
 
@@ -68,7 +69,7 @@ class OpSchema:
     def check_dtype(self, name, dt):
         allowed = self.input_dtypes.get(name)
         if allowed and dt not in allowed:
-            raise ValueError("%s: '%s' dtype %s not in {%s}" % (
+            raise invalid_argument("%s: '%s' dtype %s not in {%s}" % (
                 self.name, name, NAMES.get(dt, dt),
                 ", ".join(NAMES[d] for d in sorted(allowed) if d in NAMES)))
 

@@ -2,7 +2,8 @@
 
 An argument becomes a HostArg (contiguous host memory: numpy, torch CPU) or a
 CudaArg (device memory: torch CUDA, cupy, __cuda_array_interface__, CUDA
-__dlpack__). Anything kerneld cannot take raises ValueError naming the tensor.
+__dlpack__). Anything kerneld cannot take raises kerneld.InvalidArgument (a
+ValueError) naming the tensor.
 """
 import ctypes
 import sys
@@ -10,6 +11,7 @@ import sys
 import numpy as np
 
 from . import _cuda
+from ._errors import invalid_argument
 from ._proto import kerneld_pb2 as pb
 
 # dtype enum <-> name <-> itemsize
@@ -36,7 +38,7 @@ def numpy_dtype(dt):
     if dt == pb.DTYPE_BFLOAT16:
         d = _bfloat16_numpy()
         if d is None:
-            raise ValueError("a bfloat16 result as numpy needs ml_dtypes (pip install ml_dtypes, "
+            raise invalid_argument("a bfloat16 result as numpy needs ml_dtypes (pip install ml_dtypes, "
                              "or kerneld[bfloat16]); or pass torch tensors")
         return d
     return np.dtype(NAMES[dt])
@@ -130,11 +132,11 @@ def _torch_dtype(dt):
     for k, v in _torch_dtypes().items():
         if v == dt:
             return k
-    raise ValueError("no torch dtype for %s" % NAMES.get(dt, dt))
+    raise invalid_argument("no torch dtype for %s" % NAMES.get(dt, dt))
 
 
 def _not_contiguous(where, name, shape, strides, fix):
-    return ValueError("%s: '%s' is not contiguous (shape %s, strides %s); kerneld takes row-major "
+    return invalid_argument("%s: '%s' is not contiguous (shape %s, strides %s); kerneld takes row-major "
                       "contiguous tensors: pass %s" % (where, name, _shape_str(shape),
                                                        _shape_str(strides), fix))
 
@@ -157,7 +159,7 @@ def _contiguous(shape, strides, itemsize):
 
 
 def to_arg(where, name, obj):
-    """An argument for tensor `name` of op `where`; ValueError if kerneld cannot take it."""
+    """An argument for tensor `name` of op `where`; InvalidArgument if kerneld cannot take it."""
     t = _torch()
     if t is not None and isinstance(obj, t.Tensor):
         return _torch_arg(where, name, obj)
@@ -176,7 +178,7 @@ def to_arg(where, name, obj):
             return _numpy_arg(where, name, np.from_dlpack(obj), obj)
     if isinstance(obj, (list, tuple, int, float, bool, np.generic)):
         return _numpy_arg(where, name, np.asarray(obj))
-    raise ValueError("%s: '%s' is a %s; kerneld takes numpy arrays, torch tensors, cupy arrays, "
+    raise invalid_argument("%s: '%s' is a %s; kerneld takes numpy arrays, torch tensors, cupy arrays, "
                      "or objects with __cuda_array_interface__ or __dlpack__"
                      % (where, name, type(obj).__name__))
 
@@ -184,10 +186,10 @@ def to_arg(where, name, obj):
 def _numpy_arg(where, name, a, obj=None):
     dt = _from_numpy_dtype(a.dtype)
     if dt is None:
-        raise ValueError("%s: '%s' has numpy dtype %s, which kerneld does not know; its dtypes are "
+        raise invalid_argument("%s: '%s' has numpy dtype %s, which kerneld does not know; its dtypes are "
                          "{%s}" % (where, name, a.dtype, ", ".join(NAMES.values())))
     if a.dtype.byteorder == ">":
-        raise ValueError("%s: '%s' is big-endian (%s); pass a.astype(a.dtype.newbyteorder('<'))"
+        raise invalid_argument("%s: '%s' is big-endian (%s); pass a.astype(a.dtype.newbyteorder('<'))"
                          % (where, name, a.dtype.str))
     if not a.flags.c_contiguous:
         raise _not_contiguous(where, name, a.shape, a.strides, "np.ascontiguousarray(%s)" % name)
@@ -197,7 +199,7 @@ def _numpy_arg(where, name, a, obj=None):
 def _torch_arg(where, name, x):
     dt = _torch_dtypes().get(x.dtype)
     if dt is None:
-        raise ValueError("%s: '%s' has torch dtype %s, which kerneld does not know"
+        raise invalid_argument("%s: '%s' has torch dtype %s, which kerneld does not know"
                          % (where, name, x.dtype))
     if not x.is_contiguous():
         raise _not_contiguous(where, name, x.shape, [s * x.element_size() for s in x.stride()],
@@ -213,7 +215,7 @@ def _torch_arg(where, name, x):
         a.device = idx
         return a
     if x.device.type != "cpu":
-        raise ValueError("%s: '%s' is on torch device %s; kerneld takes cpu and cuda tensors"
+        raise invalid_argument("%s: '%s' is on torch device %s; kerneld takes cpu and cuda tensors"
                          % (where, name, x.device))
     d = x.detach()
     if dt == pb.DTYPE_BFLOAT16:
@@ -241,7 +243,7 @@ def sync_torch_stream(dev, ctx):
 def _cupy_arg(where, name, a):
     dt = _from_numpy_dtype(a.dtype)
     if dt is None:
-        raise ValueError("%s: '%s' has cupy dtype %s, which kerneld does not know"
+        raise invalid_argument("%s: '%s' has cupy dtype %s, which kerneld does not know"
                          % (where, name, a.dtype))
     if not a.flags.c_contiguous:
         raise _not_contiguous(where, name, a.shape, a.strides, "cupy.ascontiguousarray(%s)" % name)
@@ -266,7 +268,7 @@ def _cai_arg(where, name, obj):
     shape = tuple(cai["shape"])
     dt = _TYPESTR.get(cai["typestr"])
     if dt is None:
-        raise ValueError("%s: '%s' has typestr %r, which kerneld does not take"
+        raise invalid_argument("%s: '%s' has typestr %r, which kerneld does not take"
                          % (where, name, cai["typestr"]))
     if not _contiguous(shape, cai.get("strides"), ITEMSIZE[dt]):
         raise _not_contiguous(where, name, shape, cai["strides"], "a contiguous copy")
@@ -319,7 +321,7 @@ def _dlpack_arg(where, name, obj):
     shape = tuple(t.shape[i] for i in range(t.ndim))
     dt = _DL.get((t.dtype.code, t.dtype.bits)) if t.dtype.lanes == 1 else None
     if dt is None:
-        raise ValueError("%s: '%s' has DLPack dtype code %d bits %d lanes %d, which kerneld does "
+        raise invalid_argument("%s: '%s' has DLPack dtype code %d bits %d lanes %d, which kerneld does "
                          "not take" % (where, name, t.dtype.code, t.dtype.bits, t.dtype.lanes))
     strides = None if not t.strides else tuple(t.strides[i] * ITEMSIZE[dt] for i in range(t.ndim))
     if not _contiguous(shape, strides, ITEMSIZE[dt]):
@@ -349,11 +351,11 @@ def empty_like_kind(proto_arg, shape, dt):
         return t.empty(tuple(shape), dtype=_torch_dtype(dt), device="cuda:%d" % proto_arg.device)
     cp = _cupy()
     if cp is None:
-        raise ValueError("cannot allocate a GPU output like '%s' (a %s) without torch or cupy "
+        raise invalid_argument("cannot allocate a GPU output like '%s' (a %s) without torch or cupy "
                          "imported; pass out=" % (proto_arg.name, type(proto_arg.obj).__name__))
     with cp.cuda.Device(proto_arg.device):
         if dt == pb.DTYPE_BFLOAT16:
-            raise ValueError("cupy has no bfloat16; pass torch tensors or out=")
+            raise invalid_argument("cupy has no bfloat16; pass torch tensors or out=")
         return cp.empty(tuple(shape), dtype=np.dtype(NAMES[dt]))
 
 
