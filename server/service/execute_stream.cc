@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "auth/authenticator.h"
 #include "service/kernel_service.h"
 
 namespace kerneld::server {
@@ -29,8 +30,48 @@ void SerializeStreamResponse(const v1::ExecuteResponse& resp, grpc::ByteBuffer* 
 ExecuteStreamReactor::ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner,
                                            Limits limits)
     : ctx_(ctx), runner_(runner), limits_(limits) {
-  reading_ = true;
+  {
+    // The first read counts as starting before the stream is visible to
+    // the drain (Open): the drain must not finish it before it is issued.
+    std::lock_guard<std::mutex> lock(mu_);
+    reading_ = true;
+    starting_reads_ = 1;
+  }
+  // Counted before anything is read: beyond a limit, or while draining, the
+  // stream ends at once and holds nothing.
+  Status admitted;
+  if (StreamRegistry* reg = CurrentStreamRegistry()) {
+    Identity id;
+    admitted = IdentifyCall(*ctx, &id);
+    if (admitted.ok()) {
+      principal_ = id.principal;
+      admitted = reg->Open(this, principal_);
+      if (admitted.ok()) registry_ = reg;
+    }
+  }
+  if (!admitted.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
+      starting_reads_ = 0;
+      finished_ = true;
+    }
+    Finish(ToGrpc(admitted));
+    return;
+  }
+  IssueRead();
+}
+
+void ExecuteStreamReactor::IssueRead() {
   StartRead(&read_buf_);
+  grpc::Status final_status;
+  bool finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --starting_reads_;
+    finish = ShouldFinishLocked(&final_status);
+  }
+  if (finish) Finish(final_status);
 }
 
 bool ExecuteStreamReactor::FullLocked() const {
@@ -39,8 +80,9 @@ bool ExecuteStreamReactor::FullLocked() const {
 }
 
 bool ExecuteStreamReactor::ResumeReadLocked() {
-  if (reading_ || reads_done_ || broken_ || FullLocked()) return false;
+  if (reading_ || reads_done_ || broken_ || draining_ || finished_ || FullLocked()) return false;
   reading_ = true;
+  ++starting_reads_;
   return true;
 }
 
@@ -70,27 +112,48 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
       std::lock_guard<std::mutex> lock(mu_);
       reading_ = false;
       reads_done_ = true;
-      error_ = MalformedStreamMessage(n, static_cast<size_t>(item->req_bytes));
+      if (!finished_) error_ = MalformedStreamMessage(n, static_cast<size_t>(item->req_bytes));
       finish = ShouldFinishLocked(&final_status);
     }
     if (finish) Finish(final_status);
     return;
   }
   Item* raw = item.release();  // owned by its completion (Completed)
-  bool read_more;
+  bool read_more = false, dropped = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++inflight_;
-    ++refs_;
-    held_bytes_ += raw->req_bytes;
-    // Decided before Start: a request rejected inline completes (and may
-    // resume reading) inside Start.
-    read_more = !FullLocked() && !broken_;
-    reading_ = read_more;
+    if (broken_) {
+      // Read in full just as the client cancelled: nobody will receive the
+      // answer, so run nothing (and hand no request the context of a call
+      // that is about to end).
+      dropped = true;
+      reading_ = false;
+      reads_done_ = true;
+      finish = ShouldFinishLocked(&final_status);
+    } else if (finished_) {
+      // The drain finished the stream while this message was on its way:
+      // it is not run (the client reads UNAVAILABLE and may retry it).
+      dropped = true;
+      reading_ = false;
+    } else {
+      ++inflight_;
+      ++refs_;
+      held_bytes_ += raw->req_bytes;
+      // Decided before Start: a request rejected inline completes (and may
+      // resume reading) inside Start. A draining stream reads no more.
+      read_more = !FullLocked() && !draining_;
+      reading_ = read_more;
+      starting_reads_ += read_more;
+    }
+  }
+  if (dropped) {
+    delete raw;
+    if (finish) Finish(final_status);
+    return;
   }
   runner_.Start(raw->req, &raw->resp, ControlFor(ctx_),
                 [this, raw](const Status&) { Completed(raw); });
-  if (read_more) StartRead(&read_buf_);
+  if (read_more) IssueRead();
 }
 
 void ExecuteStreamReactor::Completed(Item* raw) {
@@ -121,8 +184,8 @@ void ExecuteStreamReactor::Completed(Item* raw) {
     finish = ShouldFinishLocked(&final_status);
   }
   if (to_write) StartWrite(to_write);
-  if (resume_read) StartRead(&read_buf_);
   if (finish) Finish(final_status);
+  if (resume_read) IssueRead();
   Release();
 }
 
@@ -148,27 +211,39 @@ void ExecuteStreamReactor::OnWriteDone(bool ok) {
     finish = ShouldFinishLocked(&final_status);
   }
   if (to_write) StartWrite(to_write);
-  if (resume_read) StartRead(&read_buf_);
   if (finish) Finish(final_status);
+  if (resume_read) IssueRead();
 }
 
 bool ExecuteStreamReactor::ShouldFinishLocked(grpc::Status* st) {
   if (finished_) return false;
-  if (!(reads_done_ || broken_) || inflight_ > 0 || writing_ || !write_queue_.empty()) return false;
-  // A read that is outstanding, or decided and about to be started by
-  // another thread (reading_ is set under mu_, StartRead is called after
-  // it is released), must end first: a StartRead after Finish touched a
+  if (inflight_ > 0 || writing_ || !write_queue_.empty()) return false;
+  // A read decided and about to be started by another thread (reading_ and
+  // starting_reads_ are set under mu_, StartRead is called after it is
+  // released) must be issued first: a StartRead after Finish touched a
   // finished call and killed the daemon when a client cancelled a stream
-  // whose request was running. A cancelled call fails the read at once
-  // (OnReadDone(false)), which finishes the stream.
-  if (reading_) return false;
+  // whose request was running.
+  if (starting_reads_ > 0) return false;
+  if (reads_done_ || broken_) {
+    // An outstanding read ends first: a cancelled call fails it at once
+    // (OnReadDone(false)), which finishes the stream.
+    if (reading_) return false;
+  } else if (!draining_) {
+    return false;
+  }
+  // Draining with a read outstanding (an idle client): gRPC fails that read
+  // once the stream is finished, and the drain need not wait for the client.
   finished_ = true;
   if (broken_)
     *st = grpc::Status(grpc::StatusCode::CANCELLED, "stream broken");
   else if (error_)
     *st = *error_;
-  else
+  else if (reads_done_)
     *st = grpc::Status::OK;
+  else
+    *st = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       "kerneld is shutting down: this stream reads no more requests (those "
+                       "already read were answered); retry the rest on another replica");
   return true;
 }
 
@@ -185,7 +260,26 @@ void ExecuteStreamReactor::OnCancel() {
   if (finish) Finish(final_status);
 }
 
-void ExecuteStreamReactor::OnDone() { Release(); }
+void ExecuteStreamReactor::Drain() {
+  grpc::Status final_status;
+  bool finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+    finish = ShouldFinishLocked(&final_status);
+  }
+  if (finish) Finish(final_status);
+}
+
+void ExecuteStreamReactor::Ref() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++refs_;
+}
+
+void ExecuteStreamReactor::OnDone() {
+  if (registry_) registry_->Close(this, principal_);
+  Release();
+}
 
 void ExecuteStreamReactor::Release() {
   bool last;

@@ -127,12 +127,12 @@ class Daemon {
     return ss.str();
   }
 
-  // The daemon's ASan / LSan / UBSan report (from its first line), or "".
+  // The daemon's ASan / LSan / UBSan / TSan report (from its first line), or "".
   std::string SanitizerReport() const {
     const std::string log = Log();
     size_t at = std::string::npos;
-    for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-                               "runtime error: ", "UndefinedBehaviorSanitizer"})
+    for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: ",
+                               "UndefinedBehaviorSanitizer", "WARNING: ThreadSanitizer"})
       at = std::min(at, log.find(marker));
     if (at == std::string::npos) return "";
     at = log.rfind('\n', at);
