@@ -1,45 +1,38 @@
-// kernelctl's argument parsing, shared by its subcommands: each helper
-// removes what it consumed from `args`, so what is left over is an error the
-// caller can name.
+// kernelctl's command line (CLI11): the validators its options share, so a
+// bad value is refused with one message that names the option and what it
+// wants, and the help formatter that shows each option by its one spelling.
+//
+// Flag style: words joined by hyphens (--tls-ca, --request-rate). Every
+// option also answers to its underscore spelling (--tls_ca, --request_rate):
+// scripts written against either keep working. Names() registers both.
 #pragma once
 
-#include <algorithm>
+#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
-#include <vector>
 
 namespace kerneld::client {
 
-// Removes "--name V" or "--name=V" from args; `def` when absent.
-inline std::string TakeFlag(std::vector<std::string>& args, const std::string& name,
-                            const std::string& def) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name && i + 1 < args.size()) {
-      std::string v = args[i + 1];
-      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
-      return v;
-    }
-    if (args[i].rfind(name + "=", 0) == 0) {
-      std::string v = args[i].substr(name.size() + 1);
-      args.erase(args.begin() + static_cast<long>(i));
-      return v;
-    }
-  }
-  return def;
-}
+// "--request-rate" -> "--request-rate,--request_rate" (and "-h,--help"
+// style lists likewise), for CLI::App::add_option.
+std::string Names(const std::string& canonical);
 
-// Every value of a repeatable flag, in order.
-inline std::vector<std::string> TakeFlags(std::vector<std::string>& args, const std::string& name) {
-  std::vector<std::string> out;
-  for (std::string v; !(v = TakeFlag(args, name, "\x01")).empty() && v != "\x01";) out.push_back(v);
-  return out;
-}
+// Shows an option by its first long name only; the aliases stay out of the
+// help (docs/api.md mentions them once).
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override;
+};
 
-// Removes the switch `name`; true when it was there.
-inline bool TakeBool(std::vector<std::string>& args, const std::string& name) {
-  auto it = std::find(args.begin(), args.end(), name);
-  if (it == args.end()) return false;
-  args.erase(it);
-  return true;
-}
+// Strict numbers: the whole text, in range. CLI11's own checks accept
+// "abc" into a message about floating-point ranges.
+CLI::Validator IntAtLeast(int64_t min);  // "N: an integer >= min"
+CLI::Validator NumberAtLeast(double min, bool inclusive);
+// "1,4,16": positive numbers (integers when `integers`), comma-separated.
+CLI::Validator PositiveList(bool integers);
+// A shape as ParseShape reads it ("4096", "16x4096", "[16, 4096]").
+CLI::Validator ShapeText();
+// A dtype name kerneld knows (float16, bfloat16, float32, int32, ...).
+CLI::Validator DTypeText();
 
 }  // namespace kerneld::client

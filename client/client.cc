@@ -3,6 +3,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "kerneld/status.h"
 
 namespace kerneld::client {
 
@@ -14,13 +15,21 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const Clie
   args.SetMaxSendMessageSize(o.max_message_mb * 1024 * 1024);
   if (!o.lb_policy.empty()) args.SetLoadBalancingPolicyName(o.lb_policy);
   std::string error;
-  auto ch = kerneld::client::MakeChannel(target, args, o.security ? *o.security : DefaultSecurity(), &error);
+  auto ch = kerneld::client::MakeChannel(target, args, o.security ? *o.security : DefaultSecurity(),
+                                         &error);
   if (ch) return ch;
   // Fail closed: a channel that reaches nothing, and the reason on every call.
   *init_status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error);
-  return grpc::CreateChannel("unix:/nonexistent/kerneld-client-not-configured", grpc::InsecureChannelCredentials());
+  return grpc::CreateChannel("unix:/nonexistent/kerneld-client-not-configured",
+                             grpc::InsecureChannelCredentials());
 }
 }  // namespace
+
+std::string StatusName(int code) {
+  if (code < 0 || code > static_cast<int>(StatusCode::kUnauthenticated))
+    return std::to_string(code);
+  return std::string(StatusCodeName(static_cast<StatusCode>(code)));
+}
 
 std::string CheckLbPolicy(const std::string& policy) {
   if (policy.empty() || policy == "pick_first" || policy == "round_robin") return "";

@@ -36,6 +36,10 @@ struct ClientOptions {
   std::string lb_policy;
 };
 
+// A gRPC status code by its name ("UNAVAILABLE"): what kernelctl prints and
+// scripts match on. A code gRPC does not define prints as its number.
+std::string StatusName(int code);
+
 // "" when `policy` is one ClientOptions::lb_policy accepts, else why not.
 std::string CheckLbPolicy(const std::string& policy);
 

@@ -70,13 +70,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (sec.tls()) {
     if (sec.tls_cert.empty() != sec.tls_key.empty()) {
-      *error = "--tls_cert and --tls_key go together (a client certificate and its key)";
+      *error = "--tls-cert and --tls-key go together (a client certificate and its key)";
       return nullptr;
     }
     grpc::SslCredentialsOptions o;
-    if (!ReadFile("--tls_ca", sec.tls_ca, &o.pem_root_certs, error) ||
-        !ReadFile("--tls_cert", sec.tls_cert, &o.pem_cert_chain, error) ||
-        !ReadFile("--tls_key", sec.tls_key, &o.pem_private_key, error))
+    if (!ReadFile("--tls-ca", sec.tls_ca, &o.pem_root_certs, error) ||
+        !ReadFile("--tls-cert", sec.tls_cert, &o.pem_cert_chain, error) ||
+        !ReadFile("--tls-key", sec.tls_key, &o.pem_private_key, error))
       return nullptr;
     creds = grpc::SslCredentials(o);
   }
@@ -94,9 +94,9 @@ std::string TlsConnectionHint(const grpc::Status& st, const ClientSecurity& sec)
   if (st.error_code() != grpc::StatusCode::UNAVAILABLE || !sec.tls()) return "";
   if (sec.tls_cert.empty())
     return "if the daemon requires client certificates (kerneld --tls_client_ca), pass "
-           "--tls_cert and --tls_key";
+           "--tls-cert and --tls-key";
   return "if the daemon requires client certificates (kerneld --tls_client_ca), check that "
-         "--tls_cert is signed by a CA it trusts there";
+         "--tls-cert is signed by a CA it trusts there";
 }
 
 }  // namespace kerneld::client

@@ -24,7 +24,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            const grpc::ChannelArguments& args,
                                            const ClientSecurity& sec, std::string* error);
 
-// kernelctl's flags --tls_ca/--tls_cert/--tls_key/--token, then
+// kernelctl's flags --tls-ca/--tls-cert/--tls-key/--token, then
 // $KERNELD_TOKEN, become the security every channel kernelctl opens uses
 // (perf and replay open channels of their own).
 void SetDefaultSecurity(const ClientSecurity& sec);

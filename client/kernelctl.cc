@@ -1,17 +1,19 @@
-// kernelctl: command-line client for kerneld.
+// kernelctl: command-line client for kerneld. `kernelctl --help` lists the
+// commands; `kernelctl COMMAND --help` describes one.
 //
 //   kernelctl info
 //   kernelctl list [OP]
 //   kernelctl health
 //   kernelctl run scale --dtype float16 --shape 4096 --attr factor=2.0 --check
 //   kernelctl perf scale --shape 16 --attr factor=2 --concurrency 1,8,32 --compare-floor ADDR
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
-#include <regex>
 #include <semaphore>
 #include <sstream>
 #include <string>
@@ -23,7 +25,7 @@
 #include "cli_flags.h"
 #include "client.h"
 #include "credentials.h"
-#include "kerneld/check.h"
+#include "input_gen.h"
 #include "kerneld/percentile.h"
 #include "perf.h"
 #include "reference.h"
@@ -33,7 +35,6 @@
 #ifdef KERNELD_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
-#include <cstring>
 
 namespace v1 = kerneld::v1;
 using namespace kerneld::client;
@@ -41,81 +42,45 @@ using kerneld::Percentile;
 
 namespace {
 
-const char kUsage[] = R"(kernelctl: a client for kerneld
+// The options every command shares; the global ones go before or after
+// the command.
+struct GlobalFlags {
+  std::string target = "127.0.0.1:50051", lb, tls_ca, tls_cert, tls_key, token;
+};
 
-usage: kernelctl [--target ADDR] [--lb POLICY] [--tls_ca F] [--tls_cert F --tls_key F] [--token T]
-                 COMMAND [options]
-  --target ADDR   daemon address (default $KERNELD_TARGET or 127.0.0.1:50051; unix:/path;
-                  dns:///host:port; ipv4:ADDR:PORT,ADDR:PORT for several)
-  --lb POLICY     pick_first (gRPC's default) or round_robin: spread requests over every
-                  address the target resolves to (default $KERNELD_LB)
-  --tls_ca FILE   connect with TLS, verifying the daemon against this CA (PEM)
-  --tls_cert FILE --tls_key FILE
-                  client certificate and key for mutual TLS (PEM)
-  --token T       bearer token (default $KERNELD_TOKEN); see docs/security.md
+// What `run` and `perf` build their request from.
+struct RequestFlags {
+  std::string dtype = "float32", shape = "1024", backend, device, via = "inline";
+  std::vector<std::string> inputs, attrs;
+  int gpu = 0;
+  uint64_t seed = 1;
+  CLI::Option *dtype_opt = nullptr, *gpu_opt = nullptr;
+};
 
-commands:
-  info                         server version, CUDA versions, devices, backends
-  list [OP]                    ops with inputs, outputs, attrs, implementations
-  health                       grpc.health.v1 status
-  buffers list [--all]         your buffers (--all: every principal's; admin role)
-  buffers register-shm NAME BYTES [--offset N] [--lease S]
-                               register an existing POSIX shared-memory object; prints its id
-  buffers renew ID | buffers unregister ID
-  replay TRACE [--concurrency N] [--speed X]
-                               re-run a workload captured with kerneld --trace_file, with
-                               fresh random data; prints per op throughput, p50/p90/p99
-                               and the recorded latencies (--speed X keeps the recorded
-                               arrival times, X times faster; default: as fast as possible)
-  run OP [options]             run OP on random inputs
-      --dtype T                float16 | bfloat16 | float32 (default float32)
-      --shape S                shape of the first input, e.g. 4096 or 16x4096; the others
-                               follow the op's shape rules (rmsnorm 16x4096: weight 4096)
-      --input NAME=DTYPE:SHAPE override one input (e.g. positions=int32:16)
-      --attr K=V               attr (repeatable); V is a number, true/false or text
-      --backend B --device D   scheduler hints
-      --repeat N               requests to send (default 1; latency percentiles)
-      --stream                 send the repeats on one ExecuteStream, ping-pong (one in
-                               flight): each latency is that request's own round trip
-      --pipeline N             with --stream: up to N requests in flight (latencies then
-                               include waiting behind the earlier ones)
-      --check                  compare with a float64 host reference
-      --seed N                 random seed (default 1)
-      --via MODE               how tensors travel: inline (default), shm (POSIX shared
-                               memory), ipc (client cudaMalloc + CUDA IPC), server-buffer
-                               (AllocateBuffer); buffer modes pass references, zero copy
-      --gpu N                  CUDA device of this process for ipc/server-buffer (default 0)
-  perf OP [run's input options] [options]
-                               load generator (like perf_analyzer): per level, throughput,
-                               client p50/p90/p99/p99.9, kerneld's stage breakdown, errors
-                               by code, client CPU per request; see docs/performance.md
-      --concurrency 1,4,16     closed loop: levels of N clients, one request in flight each
-      --request-rate R[,R2]    open loop instead: R requests/s on a fixed schedule (unary)
-      --connections N          share N connections (default: one per client)
-      --mode unary|stream      unary Execute, or one ExecuteStream per client (ping-pong)
-      --window-ms MS           measurement window (default 1000); a level ends when three
-                               windows in a row agree within 10% in throughput and p50
-      --max-windows N          at most N windows per level (default 10)
-      --compare-floor ADDR     run each level against the floor server at ADDR too
-                               (bench/echo_floor_server) and print kerneld / floor ratios;
-                               with --via ipc the buffer is registered there too, and a
-                               floor started with --kernel scales it on the GPU
-      --json FILE              write one JSON record per level and target
-)";
+struct RunFlags {
+  int repeat = 1, pipeline = 1;
+  bool stream = false, check = false;
+};
 
-// Shared with the buffers subcommands (cli_flags.h).
-std::string Flag(std::vector<std::string>& args, const std::string& name, const std::string& def) {
-  return kerneld::client::TakeFlag(args, name, def);
-}
-std::vector<std::string> Flags(std::vector<std::string>& args, const std::string& name) {
-  return kerneld::client::TakeFlags(args, name);
-}
-bool Has(std::vector<std::string>& args, const std::string& name) {
-  return kerneld::client::TakeBool(args, name);
-}
+struct PerfFlags {
+  std::string concurrency = "1", request_rate, mode = "unary", compare_floor, json;
+  int connections = 0, window_ms = 1000, max_windows = 10;
+  CLI::Option *concurrency_opt = nullptr, *connections_opt = nullptr;
+};
+
+struct ReplayFlags {
+  std::string trace;
+  int concurrency = 4;
+  double speed = 0;
+};
+
+const char kGlobalsNote[] =
+    "Global options (--target, --lb, --tls-ca, --tls-cert, --tls-key, --token) go before or "
+    "after the command: kernelctl --help describes them. Every --word-word option also answers "
+    "to --word_word.";
 
 int Fail(const grpc::Status& st) {
-  std::fprintf(stderr, "kernelctl: %s: %s\n", std::to_string(st.error_code()).c_str(),
+  std::fprintf(stderr, "kernelctl: %s: %s\n", StatusName(st.error_code()).c_str(),
                st.error_message().c_str());
   if (std::string hint = TlsConnectionHint(st, DefaultSecurity()); !hint.empty())
     std::fprintf(stderr, "kernelctl: %s\n", hint.c_str());
@@ -148,6 +113,92 @@ kerneld::AttrValue ToAttr(const v1::AttrValue& a) {
     default:
       return a.s();
   }
+}
+
+// --attr K=V and --input NAME=DTYPE:SHAPE, checked as they are parsed.
+CLI::Validator AttrText() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const auto eq = s.find('=');
+        return eq == std::string::npos || eq == 0 ? "expected K=V, got '" + s + "'" : "";
+      },
+      "");
+}
+
+CLI::Validator InputText() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const auto eq = s.find('=');
+        const auto colon = eq == std::string::npos ? eq : s.find(':', eq);
+        std::vector<int64_t> shape;
+        if (eq == 0 || colon == std::string::npos ||
+            !kerneld::ParseDType(s.substr(eq + 1, colon - eq - 1)) ||
+            !ParseShape(s.substr(colon + 1), &shape))
+          return "expected NAME=DTYPE:SHAPE (positions=int32:16), got '" + s + "'";
+        return "";
+      },
+      "");
+}
+
+CLI::Validator LbText() {
+  return CLI::Validator([](std::string& s) { return CheckLbPolicy(s); }, "");
+}
+
+void AddRequestFlags(CLI::App* sub, RequestFlags* f) {
+  f->dtype_opt = sub->add_option("--dtype", f->dtype,
+                                 "the first input's dtype, and every other input's that takes it "
+                                 "(float16 | bfloat16 | float32); one the first input does not "
+                                 "take is an error")
+                     ->type_name("DTYPE")
+                     ->check(DTypeText())
+                     ->capture_default_str();
+  sub->add_option("--shape", f->shape,
+                  "shape of the first input, e.g. 4096 or 16x4096; the others follow the op's "
+                  "shape rules (rmsnorm 16x4096: weight 4096)")
+      ->type_name("SHAPE")
+      ->check(ShapeText())
+      ->capture_default_str();
+  sub->add_option("--input", f->inputs,
+                  "override one input's dtype and shape (repeatable), e.g. positions=int32:16")
+      ->type_name("NAME=DTYPE:SHAPE")
+      ->check(InputText())
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--attr", f->attrs, "attr K=V (repeatable); V is a number, true/false or text")
+      ->type_name("K=V")
+      ->check(AttrText())
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--backend", f->backend, "scheduler hint: the backend (cpu, cuda, ...)")
+      ->type_name("BACKEND");
+  sub->add_option("--device", f->device, "scheduler hint: the device (cpu, cuda:0, ...)")
+      ->type_name("DEVICE");
+  sub->add_option("--via", f->via,
+                  "how tensors travel: inline, shm (POSIX shared memory), ipc (client "
+                  "cudaMalloc + CUDA IPC), server-buffer (AllocateBuffer); buffer modes pass "
+                  "references, zero copy")
+      ->type_name("MODE")
+      ->check(CLI::IsMember({"inline", "shm", "ipc", "server-buffer"}))
+      ->capture_default_str();
+  f->gpu_opt =
+      sub->add_option("--gpu", f->gpu, "CUDA device of this process for --via ipc or server-buffer")
+          ->type_name("N")
+          ->check(IntAtLeast(0))
+          ->capture_default_str();
+  sub->add_option("--seed", f->seed, "random seed of the inputs")
+      ->type_name("N")
+      ->check(IntAtLeast(0))
+      ->capture_default_str();
+}
+
+// "" when the request flags fit together, else why not.
+std::string CheckRequestFlags(const RequestFlags& f) {
+  if (f.gpu_opt->count() > 0 && f.via != "ipc" && f.via != "server-buffer")
+    return "--gpu picks the CUDA device for --via ipc or server-buffer; with --via " + f.via +
+           " it does nothing";
+  return "";
 }
 
 int Info(KernelClient& c) {
@@ -203,57 +254,10 @@ int List(KernelClient& c, const std::string& name) {
   return 0;
 }
 
-// A shape rule from the server's schema that is safe to parse: items are
-// "...", a constant, or [k*]symbol ("[..., 2*d]"). Anything else is left to --shape.
-bool SimplePattern(const std::string& text) {
-  static const std::regex kItem(R"(\s*(\.\.\.|\d{1,9}|(\d{1,9}\s*\*\s*)?[A-Za-z_]\w{0,63})\s*)");
-  if (text.size() < 2 || text.size() > 512 || text.front() != '[' || text.back() != ']')
-    return false;
-  std::stringstream ss(text.substr(1, text.size() - 2));
-  std::string item;
-  int ellipses = 0;
-  while (std::getline(ss, item, ',')) {
-    if (!std::regex_match(item, kItem)) return false;
-    if (item.find("...") != std::string::npos) ++ellipses;
-  }
-  return ellipses <= 1;
-}
-
-// Each input's dtype and shape for `run`: --shape is the first input's
-// shape; the others follow the schema's symbolic rules bound from it
-// (rmsnorm --shape 16x4096 sends weight [4096]). An input whose rule
-// names a symbol the first input does not bind, or says "[...]", takes
-// --shape too. An input that does not accept --dtype takes its first dtype.
-std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> InferInputs(
-    const v1::KernelInfo& k, kerneld::DType dtype, const std::vector<int64_t>& shape) {
-  std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> out;
-  kerneld::ShapeBindings bind;
-  bool bound = false;
-  for (const auto& in : k.inputs()) {
-    kerneld::DType dt = dtype;
-    bool accepts = false;
-    for (int d : in.dtypes()) accepts = accepts || d == static_cast<int>(dtype);
-    if (!accepts && in.dtypes_size() > 0) dt = static_cast<kerneld::DType>(in.dtypes(0));
-    std::vector<int64_t> s = shape;
-    if (SimplePattern(in.shape())) {
-      const auto pat = kerneld::ShapePattern::Parse(in.shape());
-      if (!bound) {
-        bound = kerneld::MatchShape(k.name(), in.name(), pat, shape, &bind).ok();
-      } else if (!pat.any) {
-        kerneld::Shape eval;
-        if (kerneld::EvalShape(k.name(), pat, bind, &eval).ok()) s = eval;
-      }
-    }
-    out[in.name()] = {dt, s};
-  }
-  return out;
-}
-
 // What `run` and `perf` send: the request with its random inputs (inline,
 // or in a registered buffer for --via shm/ipc/server-buffer), built from the
 // op's schema and the shared options (--dtype --shape --input --attr
-// --backend --device --via --gpu --seed). Callers take their own options out
-// of args first; anything left over is an error.
+// --backend --device --via --gpu --seed).
 struct Prepared {
   v1::ExecuteRequest req;
   HostTensors inputs;          // the host values, for --check
@@ -264,60 +268,44 @@ struct Prepared {
 };
 
 // Returns -1 when *p is ready, else the exit status.
-int PrepareRequest(KernelClient& c, const std::string& op, std::vector<std::string>& args,
-                   Prepared* p) {
+int PrepareRequest(KernelClient& c, const std::string& op, const RequestFlags& f, Prepared* p) {
   v1::ExecuteRequest& req = p->req;
   HostTensors& inputs = p->inputs;
   v1::ListKernelsResponse& lk = p->lk;
   std::unique_ptr<SharedBuffer>& buf = p->buf;
-  auto dtype = kerneld::ParseDType(Flag(args, "--dtype", "float32"));
-  if (!dtype) return std::fprintf(stderr, "kernelctl: unknown --dtype\n"), 2;
-  std::vector<int64_t> shape;
-  if (!ParseShape(Flag(args, "--shape", "1024"), &shape))
-    return std::fprintf(stderr, "kernelctl: bad --shape\n"), 2;
-  std::map<std::string, std::pair<kerneld::DType, std::vector<int64_t>>> overrides;
-  for (const auto& spec : Flags(args, "--input")) {
-    auto eq = spec.find('='), colon = spec.find(':');
-    if (eq == std::string::npos || colon == std::string::npos || colon < eq)
-      return std::fprintf(stderr, "kernelctl: --input wants NAME=DTYPE:SHAPE\n"), 2;
-    auto dt = kerneld::ParseDType(spec.substr(eq + 1, colon - eq - 1));
+  // The values were validated as the command line was parsed.
+  InputRequest want;
+  if (f.dtype_opt->count() > 0) want.dtype = kerneld::ParseDType(f.dtype);
+  ParseShape(f.shape, &want.shape);
+  for (const auto& spec : f.inputs) {
+    const auto eq = spec.find('='), colon = spec.find(':', eq);
     std::vector<int64_t> s;
-    if (!dt || !ParseShape(spec.substr(colon + 1), &s))
-      return std::fprintf(stderr, "kernelctl: bad --input %s\n", spec.c_str()), 2;
-    overrides[spec.substr(0, eq)] = {*dt, s};
+    ParseShape(spec.substr(colon + 1), &s);
+    want.overrides[spec.substr(0, eq)] = {*kerneld::ParseDType(spec.substr(eq + 1, colon - eq - 1)),
+                                          s};
   }
   req.set_op(op);
-  req.set_backend(Flag(args, "--backend", ""));
-  req.set_device(Flag(args, "--device", ""));
+  req.set_backend(f.backend);
+  req.set_device(f.device);
   kerneld::AttrMap& attrs = p->attrs;
-  for (const auto& kv : Flags(args, "--attr")) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) return std::fprintf(stderr, "kernelctl: --attr wants K=V\n"), 2;
+  for (const auto& kv : f.attrs) {
+    const auto eq = kv.find('=');
     v1::AttrValue a = ParseAttr(kv.substr(eq + 1));
     (*req.mutable_attrs())[kv.substr(0, eq)] = a;
     attrs[kv.substr(0, eq)] = ToAttr(a);
   }
-  const std::string via = p->via = Flag(args, "--via", "inline");
-  [[maybe_unused]] const int gpu = std::atoi(Flag(args, "--gpu", "0").c_str());  // ipc modes only
-  if (via != "inline" && via != "shm" && via != "ipc" && via != "server-buffer")
-    return std::fprintf(stderr, "kernelctl: --via is inline, shm, ipc or server-buffer\n"), 2;
-  std::mt19937_64 rng(std::strtoull(Flag(args, "--seed", "1").c_str(), nullptr, 10));
-  if (!args.empty())
-    return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
+  const std::string via = p->via = f.via;
+  [[maybe_unused]] const int gpu = f.gpu;  // ipc modes only
+  std::mt19937_64 rng(f.seed);
 
-  // Input names come from the server's schema.
+  // Input names, dtypes, shapes and how to draw them come from the
+  // server's schema.
   if (auto st = c.ListKernels(&lk, op); !st.ok()) return Fail(st);
   if (lk.kernels_size() == 0) return std::fprintf(stderr, "kernelctl: no op '%s'\n", op.c_str()), 2;
-  const auto specs = InferInputs(lk.kernels(0), *dtype, shape);
-  for (const auto& in : lk.kernels(0).inputs()) {
-    auto it = overrides.find(in.name());
-    const auto& [dt, shp] = specs.at(in.name());
-    HostTensor t = it != overrides.end() ? Random(it->second.first, it->second.second, rng, 0, 64)
-                   : kerneld::IsFloating(dt) ? Random(dt, shp, rng)
-                                             : Random(dt, shp, rng, 0, 2);
-    ToProto(t, &(*req.mutable_inputs())[in.name()]);
-    inputs[in.name()] = std::move(t);
-  }
+  std::string error;
+  if (!GenerateInputs(lk.kernels(0), want, rng, &inputs, &error))
+    return std::fprintf(stderr, "kernelctl: %s\n", error.c_str()), 2;
+  for (const auto& [name, t] : inputs) ToProto(t, &(*req.mutable_inputs())[name]);
 
   if (via != "inline") {
     v1::ExecuteResponse resp;
@@ -382,15 +370,15 @@ int PrepareRequest(KernelClient& c, const std::string& op, std::vector<std::stri
   return -1;
 }
 
-int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) {
-  const int repeat = std::max(1, std::atoi(Flag(args, "--repeat", "1").c_str()));
-  const bool stream = Has(args, "--stream");
+int Run(KernelClient& c, const std::string& op, const RunFlags& opts, const RequestFlags& f) {
+  const int repeat = opts.repeat;
+  const bool stream = opts.stream;
   // --pipeline N: up to N requests in flight on the stream; latencies then
   // include waiting behind the earlier ones. The default (1) is ping-pong.
-  const int pipeline = std::max(1, std::atoi(Flag(args, "--pipeline", "1").c_str()));
-  const bool check = Has(args, "--check");
+  const int pipeline = opts.pipeline;
+  const bool check = opts.check;
   Prepared p;
-  if (int rc = PrepareRequest(c, op, args, &p); rc >= 0) return rc;
+  if (int rc = PrepareRequest(c, op, f, &p); rc >= 0) return rc;
   v1::ExecuteRequest& req = p.req;
   const std::string& via = p.via;
   const auto& lk = p.lk;
@@ -477,7 +465,9 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
                   Percentile(first, 0.5), Percentile(last, 0.5));
     }
     if (resp.status().code() != 0)
-      return std::fprintf(stderr, "kernelctl: %s\n", resp.status().message().c_str()), 1;
+      return std::fprintf(stderr, "kernelctl: %s: %s\n", StatusName(resp.status().code()).c_str(),
+                          resp.status().message().c_str()),
+             1;
   } else {
     for (int i = 0; i < repeat; ++i) {
       auto t0 = std::chrono::steady_clock::now();
@@ -531,32 +521,24 @@ int Run(KernelClient& c, const std::string& op, std::vector<std::string>& args) 
   return ok ? 0 : 1;
 }
 
-int Perf(KernelClient& c, const std::string& target, const std::string& op,
-         std::vector<std::string>& args) {
+int Perf(KernelClient& c, const std::string& target, const std::string& op, const PerfFlags& pf,
+         const RequestFlags& f) {
   PerfOptions o;
   o.target = target;
   o.lb_policy = c.options().lb_policy;  // the global --lb applies to perf's own connections
   std::vector<double> levels;
-  if (!ParsePositiveList(Flag(args, "--concurrency", "1"), &levels))
-    return std::fprintf(stderr, "kernelctl: --concurrency wants N[,N...]\n"), 2;
+  ParsePositiveList(pf.concurrency, &levels);  // validated as it was parsed
   o.concurrency.clear();
   for (double l : levels) o.concurrency.push_back(static_cast<int>(l));
-  if (const std::string r = Flag(args, "--request-rate", ""); !r.empty())
-    if (!ParsePositiveList(r, &o.request_rates))
-      return std::fprintf(stderr, "kernelctl: --request-rate wants R[,R...]\n"), 2;
-  o.connections = std::max(0, std::atoi(Flag(args, "--connections", "0").c_str()));
-  const std::string mode = Flag(args, "--mode", "unary");
-  if (mode != "unary" && mode != "stream")
-    return std::fprintf(stderr, "kernelctl: --mode is unary or stream\n"), 2;
-  o.mode = mode == "stream" ? PerfMode::kStream : PerfMode::kUnary;
-  if (o.mode == PerfMode::kStream && !o.request_rates.empty())
-    return std::fprintf(stderr, "kernelctl: --request-rate sends unary requests\n"), 2;
-  o.window_ms = std::max(10, std::atoi(Flag(args, "--window-ms", "1000").c_str()));
-  o.max_windows = std::max(3, std::atoi(Flag(args, "--max-windows", "10").c_str()));
-  o.floor_target = Flag(args, "--compare-floor", "");
-  o.json_path = Flag(args, "--json", "");
+  if (!pf.request_rate.empty()) ParsePositiveList(pf.request_rate, &o.request_rates);
+  o.connections = pf.connections;
+  o.mode = pf.mode == "stream" ? PerfMode::kStream : PerfMode::kUnary;
+  o.window_ms = pf.window_ms;
+  o.max_windows = pf.max_windows;
+  o.floor_target = pf.compare_floor;
+  o.json_path = pf.json;
   Prepared p;
-  if (int rc = PrepareRequest(c, op, args, &p); rc >= 0) return rc;
+  if (int rc = PrepareRequest(c, op, f, &p); rc >= 0) return rc;
     // --via ipc: the floor (--kernel) runs its kernel on the same memory, so
     // the allocation is registered there too and the floor's request names it
     // by the floor's id. Other buffers go to the floor as they are: it echoes
@@ -584,92 +566,265 @@ int Perf(KernelClient& c, const std::string& target, const std::string& op,
   return RunPerf(o, p.req);
 }
 
+int ReplayCommand(KernelClient& c, const ReplayFlags& r) {
+  ReplayOptions opt;
+  opt.concurrency = r.concurrency;
+  opt.speed = r.speed;
+  std::map<std::string, OpReplayStats> stats;
+  double secs = 0;
+  std::string err;
+  if (!Replay(c, r.trace, opt, &stats, &secs, &err))
+    return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
+  std::printf("%-22s %7s %9s %9s %9s %9s %11s %11s  %s\n", "op", "sent", "req/s", "p50 us",
+              "p90 us", "p99 us", "rec p50 us", "rec p99 us", "codes");
+  int64_t total = 0;
+  for (auto& [op, s] : stats) {
+    std::string codes;
+    for (const auto& [code, n] : s.codes) codes += code + "=" + std::to_string(n) + " ";
+    std::printf("%-22s %7lld %9.0f %9.1f %9.1f %9.1f %11.1f %11.1f  %s\n", op.c_str(),
+                static_cast<long long>(s.sent), static_cast<double>(s.sent) / secs,
+                Percentile(s.latency_us, 0.5), Percentile(s.latency_us, 0.9),
+                Percentile(s.latency_us, 0.99), Percentile(s.recorded_us, 0.5),
+                Percentile(s.recorded_us, 0.99), codes.c_str());
+    total += s.sent;
+  }
+  std::printf("replayed %lld requests in %.3f s (%.0f req/s, concurrency %d)\n",
+              static_cast<long long>(total), secs, static_cast<double>(total) / secs,
+              opt.concurrency);
+  return 0;
+}
+
+// The command word, skipping the global options and their values: an
+// unknown one is named as such (CLI11 alone says "a subcommand is required").
+std::string CommandWord(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("-", 0) != 0) return a;
+    if (a.find('=') != std::string::npos) continue;
+    try {
+      const CLI::Option* o = app.get_option(a);
+      if (o->get_type_size() != 0 && i + 1 < argc) ++i;  // its value
+    } catch (const CLI::OptionNotFound&) {
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  const char* env = std::getenv("KERNELD_TARGET");
-  std::string target = Flag(args, "--target", env ? env : "127.0.0.1:50051");
-  // --help anywhere (kernelctl replay --help) prints the usage and touches
-  // nothing: "replay --help" used to open a file named "--help".
-  const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
-                      return a == "--help" || a == "-h";
-                    }) != args.end();
-  if (args.empty() || args[0] == "help" || help) {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
+  CLI::App app{"kernelctl: a client for kerneld", "kernelctl"};
+  app.formatter(std::make_shared<HelpFormatter>());
+  app.get_formatter()->column_width(34);
+  // A repeated single-valued option takes its last value (a script's
+  // override after its defaults); repeatable ones (--attr, --input) say so.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.fallthrough();  // global options after the command too
+  app.require_subcommand(1);
+  app.footer(
+      "Environment: KERNELD_TARGET, KERNELD_TOKEN and KERNELD_LB give --target, --token and "
+      "--lb their defaults. Every --word-word option also answers to --word_word.");
+
+  GlobalFlags g;
+  app.add_option("--target", g.target,
+                 "daemon address: HOST:PORT, unix:/path, dns:///host:port, "
+                 "ipv4:ADDR:PORT,ADDR:PORT for several")
+      ->type_name("ADDR")
+      ->envname("KERNELD_TARGET")
+      ->capture_default_str();
+  app.add_option("--lb", g.lb,
+                 "pick_first (gRPC's default) or round_robin: spread requests over every "
+                 "address the target resolves to")
+      ->envname("KERNELD_LB")
+      ->type_name("POLICY")
+      ->check(LbText());
+  app.add_option(Names("--tls-ca"), g.tls_ca,
+                 "connect with TLS, verifying the daemon against this CA (PEM)")
+      ->type_name("FILE");
+  app.add_option(Names("--tls-cert"), g.tls_cert, "client certificate for mutual TLS (PEM)")
+      ->type_name("FILE");
+  app.add_option(Names("--tls-key"), g.tls_key, "the client certificate's key (PEM)")
+      ->type_name("FILE");
+  app.add_option("--token", g.token, "bearer token; see docs/security.md")
+      ->type_name("TOKEN")
+      ->envname("KERNELD_TOKEN");
+
+  CLI::App* info = app.add_subcommand("info", "server version, CUDA versions, devices, backends");
+  CLI::App* list = app.add_subcommand("list", "ops with inputs, outputs, attrs, implementations");
+  std::string list_op;
+  list->add_option("OP", list_op, "only this op")->type_name("OP");
+  CLI::App* health = app.add_subcommand("health", "grpc.health.v1 status (SERVING: exit 0)");
+  BuffersOptions bo;
+  CLI::App* buffers = AddBuffersCommand(app, &bo);
+
+  ReplayFlags rf;
+  CLI::App* replay = app.add_subcommand(
+      "replay",
+      "re-run a workload captured with kerneld --trace_file, with fresh random data; prints per "
+      "op throughput, p50/p90/p99 and the recorded latencies");
+  replay->add_option("TRACE", rf.trace, "the trace file")->type_name("FILE")->required();
+  replay->add_option("--concurrency", rf.concurrency, "requests in flight")
+      ->type_name("N")
+      ->check(IntAtLeast(1))
+      ->capture_default_str();
+  replay
+      ->add_option("--speed", rf.speed,
+                   "keep the recorded arrival times, X times faster (0: as fast as possible)")
+      ->type_name("X")
+      ->check(NumberAtLeast(0, true))
+      ->capture_default_str();
+
+  std::string op;
+  RequestFlags run_req, perf_req;
+  RunFlags r;
+  CLI::App* run = app.add_subcommand("run", "run OP on random inputs drawn from its schema");
+  run->add_option("OP", op, "the op (kernelctl list names them)")->type_name("OP")->required();
+  AddRequestFlags(run, &run_req);
+  run->add_option("--repeat", r.repeat, "requests to send (latency percentiles)")
+      ->type_name("N")
+      ->check(IntAtLeast(1))
+      ->capture_default_str();
+  CLI::Option* stream =
+      run->add_flag("--stream", r.stream,
+                    "send the repeats on one ExecuteStream, ping-pong (one in flight): each "
+                    "latency is that request's own round trip");
+  run->add_option("--pipeline", r.pipeline,
+                  "with --stream: up to N requests in flight (latencies then include waiting "
+                  "behind the earlier ones)")
+      ->type_name("N")
+      ->check(IntAtLeast(1))
+      ->needs(stream);
+  run->add_flag("--check", r.check, "compare the outputs with a float64 host reference");
+
+  PerfFlags pf;
+  CLI::App* perf = app.add_subcommand(
+      "perf",
+      "load generator (like perf_analyzer): per level, throughput, client p50/p90/p99/p99.9, "
+      "kerneld's stage breakdown, errors by code, client CPU per request; a level stops when "
+      "a whole window fails. See docs/performance.md");
+  perf->add_option("OP", op, "the op (kernelctl list names them)")->type_name("OP")->required();
+  AddRequestFlags(perf, &perf_req);
+  pf.concurrency_opt =
+      perf->add_option("--concurrency", pf.concurrency,
+                       "closed loop: levels of N clients, one request in flight each (1,4,16)")
+          ->type_name("N[,N...]")
+          ->check(PositiveList(true))
+          ->capture_default_str();
+  CLI::Option* rate =
+      perf->add_option(Names("--request-rate"), pf.request_rate,
+                       "open loop instead: R requests/s on a fixed schedule (unary), R[,R2...]")
+          ->type_name("R[,R...]")
+          ->check(PositiveList(false));
+  rate->excludes(pf.concurrency_opt);
+  pf.connections_opt =
+      perf->add_option("--connections", pf.connections, "share N connections (0: one per client)")
+          ->type_name("N")
+          ->check(IntAtLeast(0))
+          ->capture_default_str();
+  pf.connections_opt->excludes(rate);
+  perf->add_option("--mode", pf.mode, "unary Execute, or one ExecuteStream per client (ping-pong)")
+      ->type_name("MODE")
+      ->check(CLI::IsMember({"unary", "stream"}))
+      ->capture_default_str();
+  perf->add_option(Names("--window-ms"), pf.window_ms,
+                   "measurement window; a level ends when three windows in a row agree within "
+                   "10% in throughput and p50")
+      ->type_name("N")
+      ->check(IntAtLeast(10))
+      ->capture_default_str();
+  perf->add_option(Names("--max-windows"), pf.max_windows, "at most N windows per level")
+      ->type_name("N")
+      ->check(IntAtLeast(3))
+      ->capture_default_str();
+  perf->add_option(Names("--compare-floor"), pf.compare_floor,
+                   "run each level against the floor server at ADDR too (bench/echo_floor_server) "
+                   "and print kerneld / floor ratios")
+      ->type_name("ADDR");
+  perf->add_option("--json", pf.json, "write one JSON record per level and target to FILE")
+      ->type_name("FILE");
+
+  for (CLI::App* sub : {info, list, health, buffers, replay, run, perf}) sub->footer(kGlobalsNote);
+  for (CLI::App* sub : buffers->get_subcommands({})) sub->footer(kGlobalsNote);
+
+  // `kernelctl help [COMMAND]`, and no arguments at all: the usage.
+  if (argc >= 2 && std::string(argv[1]) == "help") {
+    CLI::App* about = &app;
+    if (argc >= 3) try {
+        about = app.get_subcommand(argv[2]);
+      } catch (const CLI::OptionNotFound&) {
+      }
+    std::fputs(about->help(about == &app ? "" : "kernelctl").c_str(), stdout);
+    return 0;
   }
+  if (argc < 2) {
+    std::fputs(app.help().c_str(), stderr);
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    // The help of the command it follows: `kernelctl run --help`.
+    const CLI::App* about = &app;
+    std::string path;
+    for (CLI::App* sub = &app; sub != nullptr;) {
+      CLI::App* next = nullptr;
+      for (CLI::App* s : sub->get_subcommands()) next = s;
+      if (next != nullptr) path += (path.empty() ? "" : " ") + sub->get_name(), about = next;
+      sub = next;
+    }
+    std::fputs(about->help(path).c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (const std::string word = CommandWord(app, argc, argv);
+        !word.empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr &&
+        app.get_subcommands().empty()) {
+      std::fprintf(stderr,
+                   "kernelctl: unknown command '%s' (info, list, health, buffers, replay, run, "
+                   "perf); kernelctl --help describes them\n",
+                   word.c_str());
+      return 2;
+    }
+    std::string where = "kernelctl";
+    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().back();
+      where += " " + sub->get_name();
+    }
+    std::fprintf(stderr, "kernelctl: %s\n(%s --help for usage)\n", e.what(), where.c_str());
+    return 2;
+  }
+
+  // Options that do nothing in the mode given are refused, not ignored.
+  std::string why;
+  if (run->parsed()) why = CheckRequestFlags(run_req);
+  if (perf->parsed()) {
+    why = CheckRequestFlags(perf_req);
+    if (why.empty() && !pf.request_rate.empty() && pf.mode == "stream")
+      why = "--request-rate sends unary requests on a fixed schedule; --mode stream is closed loop";
+  }
+  if (!why.empty()) return std::fprintf(stderr, "kernelctl: %s\n", why.c_str()), 2;
+
   ClientSecurity sec;
-  sec.tls_ca = Flag(args, "--tls_ca", "");
-  sec.tls_cert = Flag(args, "--tls_cert", "");
-  sec.tls_key = Flag(args, "--tls_key", "");
-  const char* token_env = std::getenv("KERNELD_TOKEN");
-  sec.token = Flag(args, "--token", token_env ? token_env : "");
+  sec.tls_ca = g.tls_ca;
+  sec.tls_cert = g.tls_cert;
+  sec.tls_key = g.tls_key;
+  sec.token = g.token;
   SetDefaultSecurity(sec);
-  const char* lb_env = std::getenv("KERNELD_LB");
   ClientOptions copts{256, std::chrono::milliseconds(60000)};
-  copts.lb_policy = Flag(args, "--lb", lb_env ? lb_env : "");
-  if (std::string why = CheckLbPolicy(copts.lb_policy); !why.empty())
-    return std::fprintf(stderr, "kernelctl: --lb: %s\n", why.c_str()), 2;
-  KernelClient c(target, copts);
+  copts.lb_policy = g.lb;
+  KernelClient c(g.target, copts);
   if (!c.init_status().ok())
     return std::fprintf(stderr, "kernelctl: %s\n", c.init_status().error_message().c_str()), 2;
-  std::string cmd = args[0];
-  args.erase(args.begin());
-  if (cmd == "info") return Info(c);
-  if (cmd == "list") return List(c, args.empty() ? "" : args[0]);
-  if (cmd == "health") {
+  if (info->parsed()) return Info(c);
+  if (list->parsed()) return List(c, list_op);
+  if (health->parsed()) {
     bool serving = false;
     auto st = c.Health("", &serving);
     if (!st.ok()) return Fail(st);
     std::printf("%s\n", serving ? "SERVING" : "NOT_SERVING");
     return serving ? 0 : 1;
   }
-  if (cmd == "buffers") return BuffersCommand(c, args);
-  if (cmd == "replay") {
-    if (args.empty()) return std::fprintf(stderr, "kernelctl: replay needs a trace file\n"), 2;
-    std::string path = args[0];
-    args.erase(args.begin());
-    ReplayOptions opt;
-    opt.concurrency = std::atoi(Flag(args, "--concurrency", "4").c_str());
-    opt.speed = std::strtod(Flag(args, "--speed", "0").c_str(), nullptr);
-    if (!args.empty())
-      return std::fprintf(stderr, "kernelctl: unexpected '%s'\n", args[0].c_str()), 2;
-    std::map<std::string, OpReplayStats> stats;
-    double secs = 0;
-    std::string err;
-    if (!Replay(c, path, opt, &stats, &secs, &err))
-      return std::fprintf(stderr, "kernelctl: %s\n", err.c_str()), 1;
-    std::printf("%-22s %7s %9s %9s %9s %9s %11s %11s  %s\n", "op", "sent", "req/s", "p50 us",
-                "p90 us", "p99 us", "rec p50 us", "rec p99 us", "codes");
-    int64_t total = 0;
-    for (auto& [op, s] : stats) {
-      std::string codes;
-      for (const auto& [code, n] : s.codes) codes += code + "=" + std::to_string(n) + " ";
-      std::printf("%-22s %7lld %9.0f %9.1f %9.1f %9.1f %11.1f %11.1f  %s\n", op.c_str(),
-                  static_cast<long long>(s.sent), static_cast<double>(s.sent) / secs,
-                  Percentile(s.latency_us, 0.5), Percentile(s.latency_us, 0.9),
-                  Percentile(s.latency_us, 0.99), Percentile(s.recorded_us, 0.5),
-                  Percentile(s.recorded_us, 0.99), codes.c_str());
-      total += s.sent;
-    }
-    std::printf("replayed %lld requests in %.3f s (%.0f req/s, concurrency %d)\n",
-                static_cast<long long>(total), secs, static_cast<double>(total) / secs,
-                opt.concurrency);
-    return 0;
-  }
-  if (cmd == "run") {
-    if (args.empty()) return std::fprintf(stderr, "kernelctl: run needs an op\n"), 2;
-    std::string op = args[0];
-    args.erase(args.begin());
-    return Run(c, op, args);
-  }
-  if (cmd == "perf") {
-    if (args.empty()) return std::fprintf(stderr, "kernelctl: perf needs an op\n"), 2;
-    std::string op = args[0];
-    args.erase(args.begin());
-    return Perf(c, target, op, args);
-  }
-  std::fprintf(stderr, "kernelctl: unknown command '%s'\n%s", cmd.c_str(), kUsage);
-  return 2;
+  if (buffers->parsed()) return BuffersCommand(c, bo);
+  if (replay->parsed()) return ReplayCommand(c, rf);
+  if (run->parsed()) return Run(c, op, r, run_req);
+  return Perf(c, g.target, op, pf, perf_req);
 }

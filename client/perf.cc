@@ -66,12 +66,16 @@ struct Sink {
   std::vector<Sample> samples;
   int64_t completed = 0;  // every request answered, measured or not
   std::map<int, int64_t> codes;
+  std::map<int, std::string> messages;  // the first message of each failing code
 
-  void Add(const Sample& s) {
+  void Add(const Sample& s, const std::string& message = "") {
     std::lock_guard<std::mutex> l(mu);
     samples.push_back(s);
     ++completed;
-    if (s.code != 0) ++codes[s.code];
+    if (s.code != 0) {
+      ++codes[s.code];
+      if (!messages.count(s.code)) messages[s.code] = message;
+    }
   }
 };
 
@@ -123,6 +127,11 @@ struct Level {
   double queue = -1, execute = -1, total = -1;
   std::array<double, kStages> stages{};
   bool unreachable = false;
+  // Every request of a window failed: the level stopped there, with the
+  // most frequent code and its message.
+  bool failed = false;
+  int failed_code = 0;
+  std::string failed_message;
 };
 
 std::atomic<int> g_channel_id{0};
@@ -142,25 +151,22 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, int max_mb,
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), a);
 }
 
-std::string CodeName(int code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
+std::string CodeName(int code) { return StatusName(code); }
+
+// A failure the same request meets at any load: no point in another level.
+bool FailsAtAnyLoad(int code) {
+  switch (static_cast<grpc::StatusCode>(code)) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool Agree(double a, double b, double c, double tol) {
@@ -237,7 +243,7 @@ class LevelRun {
       const auto t0 = Clock::now();
       const grpc::Status st = c.Execute(req_, &resp);
       if (!st.ok()) resp.Clear();
-      sink->Add(MakeSample(t0, st.error_code(), resp.info()));
+      sink->Add(MakeSample(t0, st.error_code(), resp.info()), st.error_message());
     }
   }
 
@@ -253,7 +259,7 @@ class LevelRun {
           broken = true;
           break;
         }
-        sink->Add(MakeSample(t0, resp.status().code(), resp.info()));
+        sink->Add(MakeSample(t0, resp.status().code(), resp.info()), resp.status().message());
       }
       const grpc::Status st = s->Finish();
       if (broken) {
@@ -261,7 +267,7 @@ class LevelRun {
         // new stream after a pause so a dead server is not spun on.
         Sample e;
         e.code = st.ok() ? grpc::StatusCode::UNKNOWN : st.error_code();
-        sink->Add(e);
+        sink->Add(e, st.ok() ? "the stream ended early" : st.error_message());
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     }
@@ -300,7 +306,8 @@ class LevelRun {
       stubs[i % stubs.size()]->async()->Execute(
           &call->ctx, &req_, &call->resp, [this, call, sink](grpc::Status st) {
             if (!st.ok()) call->resp.Clear();
-            sink->Add(MakeSample(call->scheduled, st.error_code(), call->resp.info()));
+            sink->Add(MakeSample(call->scheduled, st.error_code(), call->resp.info()),
+                      st.error_message());
             delete call;
             std::lock_guard<std::mutex> l(inflight_mu_);
             if (--inflight_ == 0) inflight_cv_.notify_all();
@@ -341,9 +348,31 @@ class LevelRun {
                    o_.mode == PerfMode::kStream ? "stream" : "unary",
                    r_.open_loop ? "rate" : "clients", r_.load, w, o_.max_windows, win.throughput,
                    win.p50_us, tty ? "" : "\n");
+      r_.windows = w;
+      // A window in which every request failed: the level cannot measure
+      // anything, and going on only repeats the failure (a missing attr
+      // sent 326,572 failing requests over ten windows, and said nothing).
+      if (win.ok == 0 && !win.samples.empty()) {
+        std::map<int, int64_t> codes;
+        for (const auto& s : win.samples) ++codes[s.code];
+        const auto worst =
+            std::max_element(codes.begin(), codes.end(),
+                             [](const auto& a, const auto& b) { return a.second < b.second; });
+        r_.failed = true;
+        r_.failed_code = worst->first;
+        for (auto& s : sinks_) {
+          std::lock_guard<std::mutex> l(s->mu);
+          if (auto it = s->messages.find(worst->first); it != s->messages.end()) {
+            r_.failed_message = it->second;
+            break;
+          }
+        }
+        last.push_back(std::move(win));
+        if (last.size() > 3) last.pop_front();
+        break;
+      }
       last.push_back(std::move(win));
       if (last.size() > 3) last.pop_front();
-      r_.windows = w;
       if (last.size() == 3 &&
           Agree(last[0].throughput, last[1].throughput, last[2].throughput, o_.stability) &&
           Agree(last[0].p50_us, last[1].p50_us, last[2].p50_us, o_.stability)) {
@@ -434,6 +463,16 @@ void PrintServer(const Level& l) {
   std::printf("\n");
 }
 
+// Why a level stopped early, on stderr beside the progress lines.
+void ReportFailed(const Level& l) {
+  if (!l.failed) return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "kernelctl perf: [%s %s] every request of window %d failed, level stopped: %s: %s\n",
+               l.target_name.c_str(), LevelName(l).c_str(), l.windows,
+               CodeName(l.failed_code).c_str(), l.failed_message.c_str());
+}
+
 double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 void PrintRatio(const Level& k, const Level& f) {
@@ -469,7 +508,9 @@ std::string Json(const PerfOptions& o, const std::string& op, const Level& l, co
     << ",\"window_ms\":" << o.window_ms << ",\"windows\":" << l.windows
     << ",\"stable\":" << (l.stable ? "true" : "false") << ",\"measured_requests\":" << l.measured
     << ",\"requests_total\":" << l.requests_total << ",\"errors_total\":" << l.errors_total
-    << ",\"dropped\":" << l.dropped << ",\"errors\":{";
+    << ",\"dropped\":" << l.dropped
+    << ",\"stopped_on\":" << (l.failed ? JsonStr(CodeName(l.failed_code)) : "null")
+    << ",\"errors\":{";
   bool first = true;
   for (const auto& [code, n] : l.codes) {
     j << (first ? "" : ",") << JsonStr(CodeName(code)) << ":" << n;
@@ -528,6 +569,7 @@ int RunPerf(const PerfOptions& o, const v1::ExecuteRequest& req,
     if (k.unreachable) return 1;
     PrintLevel(k);
     PrintServer(k);
+    ReportFailed(k);
     std::unique_ptr<Level> f;
     if (!o.floor_target.empty()) {
       f = std::make_unique<Level>(
@@ -535,12 +577,18 @@ int RunPerf(const PerfOptions& o, const v1::ExecuteRequest& req,
               .Run());
       if (f->unreachable) return 1;
       PrintLevel(*f);
+      ReportFailed(*f);
       PrintRatio(k, *f);
     }
     std::fflush(stdout);
     json.push_back(Json(o, req.op(), k, f.get()));
     if (f) json.push_back(Json(o, req.op(), *f, nullptr));
     if (k.errors_total > 0 || (f && f->errors_total > 0)) rc = 1;
+    if (k.failed && FailsAtAnyLoad(k.failed_code)) {
+      std::fprintf(stderr, "kernelctl perf: %s fails at any load; no further levels\n",
+                   CodeName(k.failed_code).c_str());
+      break;
+    }
   }
   if (!o.json_path.empty()) {
     FILE* fp = std::fopen(o.json_path.c_str(), "w");

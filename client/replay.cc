@@ -43,20 +43,16 @@ v1::ExecuteRequest Build(const v1::TraceRecord& r, std::mt19937_64& rng) {
   for (const auto& [k, v] : r.attrs()) {
     const std::string& type = r.attr_types().count(k) ? r.attr_types().at(k) : "s";
     v1::AttrValue& a = (*req.mutable_attrs())[k];
-    if (type == "f") a.set_f(std::strtod(v.c_str(), nullptr));
-    else if (type == "i") a.set_i(std::strtoll(v.c_str(), nullptr, 10));
-    else if (type == "b") a.set_b(v == "true");
-    else a.set_s(v);
+    if (type == "f")
+      a.set_f(std::strtod(v.c_str(), nullptr));
+    else if (type == "i")
+      a.set_i(std::strtoll(v.c_str(), nullptr, 10));
+    else if (type == "b")
+      a.set_b(v == "true");
+    else
+      a.set_s(v);
   }
   return req;
-}
-
-const char* CodeName(int c) {
-  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-                                 "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                 "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
 }
 
 }  // namespace
@@ -78,7 +74,8 @@ bool Replay(KernelClient& c, const std::string& path, const ReplayOptions& opt,
   std::sort(records.begin(), records.end(),
             [](const v1::TraceRecord& a, const v1::TraceRecord& b) { return a.t_ns() < b.t_ns(); });
   const int64_t t0 = records.empty() ? 0 : records.front().t_ns();
-  for (const auto& r : records) (*per_op)[r.op()].recorded_us.push_back(static_cast<double>(r.total_ns()) / 1e3);
+  for (const auto& r : records)
+    (*per_op)[r.op()].recorded_us.push_back(static_cast<double>(r.total_ns()) / 1e3);
 
   std::atomic<size_t> next{0};
   std::mutex mu;
@@ -90,17 +87,19 @@ bool Replay(KernelClient& c, const std::string& path, const ReplayOptions& opt,
       for (size_t i; (i = next.fetch_add(1)) < records.size();) {
         const auto& r = records[i];
         if (opt.speed > 0)
-          std::this_thread::sleep_until(start + std::chrono::nanoseconds(static_cast<int64_t>(
-                                                    static_cast<double>(r.t_ns() - t0) / opt.speed)));
+          std::this_thread::sleep_until(
+              start + std::chrono::nanoseconds(
+                          static_cast<int64_t>(static_cast<double>(r.t_ns() - t0) / opt.speed)));
         v1::ExecuteRequest req = Build(r, rng);
         v1::ExecuteResponse resp;
         auto ts = std::chrono::steady_clock::now();
         grpc::Status st = c.Execute(req, &resp);
-        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - ts).count();
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - ts)
+                        .count();
         std::lock_guard<std::mutex> lock(mu);
         OpReplayStats& s = (*per_op)[r.op()];
         ++s.sent;
-        ++s.codes[CodeName(st.error_code())];
+        ++s.codes[StatusName(st.error_code())];
         s.latency_us.push_back(us);
       }
     });

@@ -1,8 +1,7 @@
 #include "tensor_util.h"
 
 #include <cstring>
-#include <sstream>
-
+#include <string>
 
 namespace kerneld::client {
 
@@ -20,20 +19,27 @@ bool FromProto(const v1::Tensor& t, HostTensor* out) {
   return static_cast<int64_t>(out->values.size()) == Numel(out->shape);
 }
 
+// Strict: every dim a whole non-negative number, no empty item ("16x" and
+// "16,,4" used to send [16] and [16, 4]). "[]" is a scalar.
 bool ParseShape(const std::string& s, std::vector<int64_t>* shape) {
   shape->clear();
   std::string t;
   for (char c : s)
-    if (c != '[' && c != ']' && c != ' ') t += (c == 'x' || c == ',') ? ' ' : c;
-  std::istringstream is(t);
-  std::string tok;
-  while (is >> tok) {
-    char* end = nullptr;
-    long long v = std::strtoll(tok.c_str(), &end, 10);
-    if (*end != '\0' || v < 0) return false;
-    shape->push_back(v);
+    if (c != ' ') t += c;
+  const bool bracketed = t.size() >= 2 && t.front() == '[' && t.back() == ']';
+  if (bracketed) t = t.substr(1, t.size() - 2);
+  if (t.empty()) return bracketed;
+  if (t.find_first_of("[]") != std::string::npos) return false;
+  size_t at = 0;
+  while (true) {
+    const size_t sep = t.find_first_of("x,", at);
+    const std::string tok = t.substr(at, sep == std::string::npos ? std::string::npos : sep - at);
+    if (tok.empty() || tok.size() > 18 || tok.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    shape->push_back(std::stoll(tok));
+    if (sep == std::string::npos) return true;
+    at = sep + 1;
   }
-  return true;
 }
 
 }  // namespace kerneld::client

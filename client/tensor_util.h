@@ -24,7 +24,8 @@ using ::kerneld::Random;
 void ToProto(const HostTensor& t, v1::Tensor* out);
 bool FromProto(const v1::Tensor& t, HostTensor* out);
 
-// Parses "4096", "16x4096", "16,4096" or "[16, 4096]".
+// Parses "4096", "16x4096", "16,4096" or "[16, 4096]"; false on anything
+// else ("16x", "abc", a negative dim).
 bool ParseShape(const std::string& s, std::vector<int64_t>* shape);
 
 }  // namespace kerneld::client
