@@ -7,6 +7,7 @@
 
 namespace kerneld::cuda {
 
+#ifndef __CUDACC_RTC__  // host code: NVRTC (the nvrtc backend) compiles device code only
 inline bool IsAligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Grid for a grid-stride loop over `work` items: enough blocks to fill every
@@ -26,5 +27,6 @@ inline unsigned GridFor(int sm_count, int64_t work, int block) {
   const int64_t want = (work + block - 1) / block;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(want, sms * 16)));
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda

@@ -29,6 +29,7 @@ struct alignas(sizeof(T) * N) Pack {
 template <typename T>
 inline constexpr int kVecN = 16 / static_cast<int>(sizeof(T));
 
+#ifndef __CUDACC_RTC__  // host code: NVRTC compiles device code only
 // The vector path needs every row start 16-byte aligned: the base pointers
 // aligned and the row length a whole number of vectors.
 template <typename T>
@@ -38,6 +39,7 @@ bool VectorRowsOk(int64_t row_len, std::initializer_list<const void*> ptrs) {
     if (!IsAligned16(p)) return false;
   return true;
 }
+#endif  // __CUDACC_RTC__
 
 // The warp sum of block_reduce.cuh (one reduction tree for every kernel).
 using blockops::WarpSum;
@@ -104,6 +106,7 @@ struct RowWeights {
   }
 };
 
+#ifndef __CUDACC_RTC__  // the launch plans: host code, which NVRTC does not compile
 // How a row-wise norm kernel covers its rows. `units` is the row length in
 // packs. The row is cached in registers (`items` packs per thread) so that
 // x is read from DRAM once; a row too wide for that (items == 0) goes to a
@@ -183,5 +186,6 @@ cudaError_t DispatchItems(int items, F&& f) {
   }
   return cudaErrorInvalidConfiguration;
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda

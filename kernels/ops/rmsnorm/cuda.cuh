@@ -244,6 +244,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
+#ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 // Which lab plan a vector row takes: t<threads>i<packs a thread>b<min
 // blocks an SM> as in bench/k17_lab.cu's variant names (P: persistent).
 enum class LabPlan {
@@ -354,5 +355,6 @@ cudaError_t RmsNorm(const T* x, const T* w, T* y, int64_t rows, int64_t h, float
     return LaunchRmsNorm<T, kVecN<T>>(x, w, y, rows, h, eps, bias, sm_count, stream);
   return LaunchRmsNorm<T, 1>(x, w, y, rows, h, eps, bias, sm_count, stream);
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda::rmsnorm
