@@ -231,7 +231,8 @@ class Hostile {
     std::promise<grpc::Status> done;
     v1::RegisterSharedMemoryRequest req;
     v1::RegisterSharedMemoryResponse resp;
-    req.set_name(shm_name_);
+    req.set_shm_name(shm_name_);
+    req.set_name("lifecycle");
     req.set_byte_size(4096);
     buffers_->async()->RegisterSharedMemory(&ctx, &req, &resp,
                                             [&](grpc::Status st) { done.set_value(st); });
@@ -433,6 +434,9 @@ TEST_P(RpcLifecycle, ClientsKilledMidRequestLeakNothing) {
     const pid_t child = fork();
     if (child == 0) {
       dup2(ready[1], 3);
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      dup2(null, 2);
       setenv("KERNELD_LIFECYCLE_CHILD_TARGET", d.target().c_str(), 1);
       execl("/proc/self/exe", "rpc_lifecycle_child", "--gtest_filter=RpcLifecycleChild.*",
             "--gtest_also_run_disabled_tests", static_cast<char*>(nullptr));
