@@ -35,8 +35,12 @@ ENV PATH=/opt/kerneld/bin:$PATH
 # No user of that id exists in the image: none is needed (no home, no login).
 USER 65532:65532
 EXPOSE 50051 9400
+# kernelctl health on the address the running kerneld listens on, read from
+# its command line: it follows the flags given at `docker run` (a unix
+# socket, another port) instead of assuming 127.0.0.1:50051.
+COPY deploy/docker/kerneld-healthcheck /opt/kerneld/bin/kerneld-healthcheck
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["kernelctl", "--target", "127.0.0.1:50051", "health"]
+  CMD ["kerneld-healthcheck"]
 ENTRYPOINT ["kerneld"]
 CMD ["--listen=0.0.0.0:50051", "--allow_insecure_remote", "--metrics_listen=0.0.0.0:9400"]
 
@@ -68,7 +72,8 @@ ENV PATH=/opt/kerneld/bin:$PATH \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 USER 65532:65532
 EXPOSE 50051 9400
+COPY deploy/docker/kerneld-healthcheck /opt/kerneld/bin/kerneld-healthcheck
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["kernelctl", "--target", "127.0.0.1:50051", "health"]
+  CMD ["kerneld-healthcheck"]
 ENTRYPOINT ["kerneld"]
 CMD ["--listen=0.0.0.0:50051", "--allow_insecure_remote", "--metrics_listen=0.0.0.0:9400"]
