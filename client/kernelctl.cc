@@ -747,12 +747,16 @@ int main(int argc, char** argv) {
   for (CLI::App* sub : buffers->get_subcommands({})) sub->footer(kGlobalsNote);
 
   // `kernelctl help [COMMAND]`, and no arguments at all: the usage.
-  if (argc >= 2 && std::string(argv[1]) == "help") {
+  if (CommandWord(app, argc, argv) == "help") {
     CLI::App* about = &app;
-    if (argc >= 3) try {
-        about = app.get_subcommand(argv[2]);
+    for (int i = 1; i + 1 < argc; ++i) {
+      if (std::string(argv[i]) != "help") continue;
+      try {
+        about = app.get_subcommand(argv[i + 1]);
       } catch (const CLI::OptionNotFound&) {
       }
+      break;
+    }
     std::fputs(about->help(about == &app ? "" : "kernelctl").c_str(), stdout);
     return 0;
   }
