@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -21,6 +23,12 @@ bool ParseBool(const std::string& s, bool* out) {
 }
 
 }  // namespace
+
+HostQuotaDefaults DefaultQuotas(const Config& cfg) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const int64_t memory = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : (16LL << 30);
+  return {memory / 4, 1024, cfg.queue_capacity};
+}
 
 bool IsLocalAddress(const std::string& addr) {
   if (addr.rfind("unix:", 0) == 0 || addr.rfind("unix-abstract:", 0) == 0) return true;
@@ -111,6 +119,13 @@ std::string FlagsHelp() {
   --stream_buffer_mb=N   request + response bytes one ExecuteStream may hold before it
                          stops reading; a client that does not read its responses is
                          then held back by HTTP/2 flow control (default 64)
+  --max_streams_per_connection=N  calls (streams) one HTTP/2 connection may have open at
+                         once, announced to the client (gRPC clients queue the rest; a peer
+                         that ignores it loses the connection) (default 256)
+  --max_streams=N        ExecuteStreams open at once, daemon-wide; beyond it a new stream
+                         ends at once with RESOURCE_EXHAUSTED (default 4096; 0: no limit)
+  --quota_streams=N      per principal: ExecuteStreams open at once; beyond it
+                         RESOURCE_EXHAUSTED (default 1024; 0: no limit)
   --drain_timeout_s=S    on SIGTERM, time allowed to finish in-flight work (30)
   --enable_cuda=BOOL     use GPUs when present (default true)
   --ready_file=PATH      write the bound addresses here once serving
@@ -131,9 +146,14 @@ std::string FlagsHelp() {
                          admin; a call without a token is then UNAUTHENTICATED unless it
                          comes with a client certificate or over a unix socket. SIGHUP
                          re-reads the file.
-  --quota_bytes=N        per principal: bytes registered + allocated (K/M/G; 0: no limit)
-  --quota_buffers=N      per principal: buffers held at once (0: no limit)
-  --quota_inflight=N     per principal: requests in flight (0: no limit)
+  --quota_bytes=N        per principal: bytes registered + allocated (K/M/G; 0: no limit;
+                         default: a quarter of the host's memory)
+  --quota_buffers=N      per principal: buffers held at once (0: no limit; default 1024,
+                         a quarter of the shared-memory mappings kerneld keeps)
+  --quota_inflight=N     per principal: requests in flight (0: no limit; default
+                         --queue_capacity)
+  --rate_limit=R         per principal: requests per second, a token bucket with one
+                         second's burst; beyond it RESOURCE_EXHAUSTED (0, default: none)
 )";
 }
 
@@ -141,6 +161,7 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
   *help = false;
   if (const char* env = std::getenv("KERNELD_LOG_LEVEL")) ParseInt(env, &cfg->log_level);
   bool listen_seen = false;
+  bool quota_seen[3] = {false, false, false};
   using Setter = std::function<bool(const std::string&)>;
   std::map<std::string, Setter> flags = {
       {"listen",
@@ -252,6 +273,19 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
          return ParseInt(v, &cfg->stream_buffer_mb) && cfg->stream_buffer_mb > 0 &&
                 cfg->stream_buffer_mb <= 65536;
        }},
+      {"max_streams_per_connection",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->max_streams_per_connection) &&
+                cfg->max_streams_per_connection > 0;
+       }},
+      {"max_streams",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &cfg->max_streams) && cfg->max_streams >= 0;
+       }},
+      {"quota_streams",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &cfg->quota_streams) && cfg->quota_streams >= 0;
+       }},
       {"drain_timeout_s",
        [&](const std::string& v) {
          char* end = nullptr;
@@ -298,14 +332,26 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
          cfg->auth_tokens = v;
          return !v.empty();
        }},
-      {"quota_bytes", [&](const std::string& v) { return ParseByteSize(v, &cfg->quota_bytes); }},
+      {"quota_bytes",
+       [&](const std::string& v) {
+         quota_seen[0] = true;
+         return ParseByteSize(v, &cfg->quota_bytes);
+       }},
       {"quota_buffers",
        [&](const std::string& v) {
+         quota_seen[1] = true;
          return absl::SimpleAtoi(v, &cfg->quota_buffers) && cfg->quota_buffers >= 0;
        }},
       {"quota_inflight",
        [&](const std::string& v) {
+         quota_seen[2] = true;
          return absl::SimpleAtoi(v, &cfg->quota_inflight) && cfg->quota_inflight >= 0;
+       }},
+      {"rate_limit",
+       [&](const std::string& v) {
+         char* end = nullptr;
+         cfg->rate_limit = std::strtod(v.c_str(), &end);
+         return !v.empty() && *end == '\0' && cfg->rate_limit >= 0 && cfg->rate_limit <= 1e9;
        }},
   };
   for (int i = 1; i < argc; ++i) {
@@ -333,6 +379,10 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
     if (it == flags.end()) return "unknown flag --" + Sanitize(name) + " (see --help)";
     if (!it->second(value)) return "bad value " + Quote(value) + " for --" + name + " (see --help)";
   }
+  const HostQuotaDefaults q = DefaultQuotas(*cfg);
+  if (!quota_seen[0]) cfg->quota_bytes = q.bytes;
+  if (!quota_seen[1]) cfg->quota_buffers = q.buffers;
+  if (!quota_seen[2]) cfg->quota_inflight = q.inflight;
   // TLS flags only make sense together: say which one is missing.
   if (!cfg->tls_listen.empty() && (cfg->tls_cert.empty() || cfg->tls_key.empty()))
     return "--tls_listen needs --tls_cert and --tls_key (PEM files; docs/security.md shows how to "

@@ -31,21 +31,39 @@ struct Config {
   int inline_max_us = 100;            // ...if their op recently ran at most this long there
   int stream_window = 64;             // in-flight + unwritten requests per ExecuteStream
   int stream_buffer_mb = 64;          // request + response bytes one ExecuteStream holds
-  double drain_timeout_s = 30;        // SIGTERM: finish in-flight work within this
-  bool enable_cuda = true;            // false: serve from the CPU even with a GPU
-  std::string ready_file;             // written with the bound addresses once serving
-  bool enable_test_ops = false;       // serve the "_test_*" ops (tests only)
-  bool allow_client_buffers = false;  // client buffers even when not on loopback
+  // How many streams may be open (docs/api.md, "Limits on streams"): an idle
+  // ExecuteStream costs ~18 KiB, and without limits one client opened 100,000.
+  int max_streams_per_connection = 256;  // HTTP/2 concurrent streams (calls) per connection
+  int64_t max_streams = 4096;            // open ExecuteStreams, daemon-wide; 0: no limit
+  int64_t quota_streams = 1024;          // open ExecuteStreams per principal; 0: no limit
+  double drain_timeout_s = 30;           // SIGTERM: finish in-flight work within this
+  bool enable_cuda = true;               // false: serve from the CPU even with a GPU
+  std::string ready_file;                // written with the bound addresses once serving
+  bool enable_test_ops = false;          // serve the "_test_*" ops (tests only)
+  bool allow_client_buffers = false;     // client buffers even when not on loopback
   // Identity and isolation (docs/security.md).
   std::vector<std::string> tls_listen;  // TLS addresses (repeatable)
   std::string tls_cert, tls_key;        // PEM files of the server's certificate and key
   std::string tls_client_ca;            // PEM CA bundle: client certificates required (mTLS)
   bool allow_insecure_remote = false;   // plaintext --listen beyond loopback / unix
   std::string auth_tokens;              // token file (TOKEN PRINCIPAL ROLE ...), SIGHUP re-reads
-  int64_t quota_bytes = 0;              // per principal, registered + allocated; 0: none
-  int64_t quota_buffers = 0;            // per principal, buffers held; 0: none
-  int64_t quota_inflight = 0;           // per principal, requests in flight; 0: none
+  // Per-principal quotas; 0: none. A Config{} has none; ParseFlags gives
+  // each one not named on the command line its host-sized default
+  // (HostQuotaDefaults).
+  int64_t quota_bytes = 0;     // registered + allocated
+  int64_t quota_buffers = 0;   // buffers held
+  int64_t quota_inflight = 0;  // requests in flight
+  double rate_limit = 0;       // requests/s per principal (token bucket); 0: none
 };
+
+// The quotas a daemon gets when no flag names them: a quarter of the host's
+// memory in bytes, a quarter of the 4096 shared-memory mappings kerneld keeps,
+// and one device queue's worth of requests in flight (--queue_capacity).
+// One principal alone cannot take everything; a single user rarely notices.
+struct HostQuotaDefaults {
+  int64_t bytes, buffers, inflight;
+};
+HostQuotaDefaults DefaultQuotas(const Config& cfg);
 
 // Whether a --listen address is loopback or a unix socket (plaintext there
 // is only visible to this machine).

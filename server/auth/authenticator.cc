@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "auth/principal_name.h"
 #include "auth/principal_stats.h"
 
 namespace kerneld::server {
@@ -16,14 +17,17 @@ namespace {
 
 std::atomic<const Authenticator*> g_authenticator{nullptr};
 
-// The certificate's subject, or its first SAN when the subject is empty;
-// "" when the connection carries no verified client certificate.
-std::string CertificatePrincipal(const grpc::ServerContextBase& ctx) {
+// The principal of the connection's verified client certificate: its
+// subject, or its first SAN when the subject is empty (principal_name.h);
+// "" when there is none.
+std::string CertificateName(const grpc::ServerContextBase& ctx) {
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
   if (!auth || !auth->IsPeerAuthenticated()) return "";
   for (const char* prop : {GRPC_X509_SUBJECT_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME}) {
     for (const grpc::string_ref& v : auth->FindPropertyValues(prop))
-      if (v.size() > 0) return std::string(v.data(), v.size());
+      if (v.size() > 0)
+        return CertificatePrincipal(std::string_view(v.data(), v.size()),
+                                    prop == std::string_view(GRPC_X509_SAN_PROPERTY_NAME));
   }
   return "";
 }
@@ -42,8 +46,26 @@ Status IdentifyCall(const grpc::ServerContextBase& ctx, Identity* out) {
   return a->Identify(ctx, out);
 }
 
+Status AdmitCall(const grpc::ServerContextBase& ctx, Identity* out) {
+  const Authenticator* a = CallAuthenticator();
+  if (a == nullptr) {
+    *out = Identity{};
+    return Status::Ok();
+  }
+  return a->Admit(ctx, out);
+}
+
 Authenticator::Authenticator(const Config& cfg, const PeerTable* peers)
-    : cfg_(cfg), peers_(peers), check_certs_(!cfg.tls_client_ca.empty()), daemon_uid_(geteuid()) {}
+    : cfg_(cfg),
+      peers_(peers),
+      check_certs_(!cfg.tls_client_ca.empty()),
+      daemon_uid_(geteuid()),
+      rate_(cfg.rate_limit) {}
+
+Status Authenticator::Admit(const grpc::ServerContextBase& ctx, Identity* out) const {
+  KERNELD_RETURN_IF_ERROR(Identify(ctx, out));
+  return rate_.Admit(out->principal);
+}
 
 std::string Authenticator::Init() {
   if (cfg_.auth_tokens.empty()) return "";
@@ -82,7 +104,7 @@ Quota Authenticator::DefaultQuota() const {
 }
 
 void Authenticator::FillFromToken(const TokenEntry& e, Identity* out) const {
-  out->principal = e.principal;
+  out->principal = TokenPrincipal(e.principal);
   out->role = e.role;
   out->source = Identity::Source::kToken;
   if (e.uid) {  // the token's uid replaces the socket peer's, group included
@@ -144,14 +166,14 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
     return Status::Ok();
   }
   if (check_certs_) {
-    if (std::string subject = CertificatePrincipal(ctx); !subject.empty()) {
-      out->principal = Sanitize(subject, kMaxPrincipalLength);
+    if (std::string name = CertificateName(ctx); !name.empty()) {
+      out->principal = std::move(name);
       out->source = Identity::Source::kCertificate;
       return Status::Ok();
     }
   }
   if (peer) {
-    out->principal = "uid:" + std::to_string(peer->uid);
+    out->principal = UidPrincipal(peer->uid);
     out->source = Identity::Source::kPeerUid;
     // The daemon's own user and root could read its memory anyway.
     out->role = (peer->uid == 0 || peer->uid == daemon_uid_) ? Role::kAdmin : Role::kUser;

@@ -1,6 +1,7 @@
 // Turns a call into an Identity: bearer token, else client certificate
 // (mutual TLS), else the unix-socket peer's uid, else anonymous (only when
-// no --auth_tokens file is configured). docs/security.md has the rules.
+// no --auth_tokens file is configured). Principals are namespaced by their
+// source (auth/principal_name.h). docs/security.md has the rules.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -11,6 +12,7 @@
 
 #include "auth/identity.h"
 #include "auth/peer_listener.h"
+#include "auth/rate_limiter.h"
 #include "auth/token_file.h"
 #include "config.h"
 #include "kerneld/status.h"
@@ -30,6 +32,9 @@ class Authenticator {
 
   // OK with *out filled, or UNAUTHENTICATED with what to do about it.
   Status Identify(const grpc::ServerContextBase& ctx, Identity* out) const;
+  // Identify, then --rate_limit: what every call passes once, before its
+  // message is parsed. RESOURCE_EXHAUSTED when the principal is over its rate.
+  Status Admit(const grpc::ServerContextBase& ctx, Identity* out) const;
 
   // PERMISSION_DENIED unless `id` has the admin role; `what` names the act.
   static Status RequireAdmin(const Identity& id, const std::string& what);
@@ -47,6 +52,7 @@ class Authenticator {
   const uid_t daemon_uid_;
   mutable std::mutex mu_;
   std::shared_ptr<const TokenTable> tokens_;  // swapped whole on reload
+  mutable RateLimiter rate_;
 };
 
 // The authenticator the service handlers consult; null: everyone anonymous
@@ -56,5 +62,7 @@ const Authenticator* CallAuthenticator();
 
 // Identify() through CallAuthenticator(); anonymous when none is set.
 Status IdentifyCall(const grpc::ServerContextBase& ctx, Identity* out);
+// Admit() the same way.
+Status AdmitCall(const grpc::ServerContextBase& ctx, Identity* out);
 
 }  // namespace kerneld::server

@@ -101,10 +101,24 @@ Status ParseTokenFile(absl::string_view text, TokenTable* out) {
 }
 
 Status LoadTokenFile(const std::string& path, TokenTable* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or a device) put at the path must not hold the
+  // reload in open() or read(); only a regular file is read.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     return InvalidArgument("cannot open --auth_tokens " + Quote(path) + ": " +
                            std::strerror(errno));
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const bool fifo = S_ISFIFO(info.st_mode);
+    close(fd);
+    return InvalidArgument("--auth_tokens " + Quote(path) + " is not a regular file" +
+                           (fifo ? " (a FIFO)" : "") + "; kerneld reads tokens only from one");
+  }
+  if (info.st_size > static_cast<off_t>(kMaxTokenFileBytes)) {
+    close(fd);
+    return InvalidArgument("--auth_tokens " + Quote(path) + " has " + std::to_string(info.st_size) +
+                           " bytes; at most " + std::to_string(kMaxTokenFileBytes));
+  }
   std::string text;
   char buf[65536];
   ssize_t n = 0;

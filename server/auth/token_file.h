@@ -34,7 +34,8 @@ inline constexpr size_t kMaxTokenFileBytes = 16 << 20;
 
 // INVALID_ARGUMENT naming the line and what is wrong, or OK with *out filled.
 Status ParseTokenFile(absl::string_view text, TokenTable* out);
-// Reads `path` (bounded) and parses it; the message names the path.
+// Reads `path` (bounded; a regular file only, opened without blocking) and
+// parses it; the message names the path.
 Status LoadTokenFile(const std::string& path, TokenTable* out);
 
 }  // namespace kerneld::server

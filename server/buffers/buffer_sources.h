@@ -12,7 +12,13 @@
 
 namespace kerneld::server {
 
+// The request's own checks, before any filesystem work (cheap refusal
+// first): a POSIX shared-memory name ("/name": one slash, no NUL, at most 255
+// bytes) and a size > 0. OK, or INVALID_ARGUMENT saying what is wrong.
+Status CheckSharedMemoryRequest(const std::string& shm_name, uint64_t size);
+
 // POSIX shared memory: shm_open + fstat + mmap of [offset, offset+size).
+// Only a regular file is mapped, and the open never waits (O_NONBLOCK).
 Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
                         std::shared_ptr<Region>* out);
 

@@ -30,7 +30,6 @@ namespace kerneld::server {
 
 namespace {
 
-
 // ---- The guard table, read by the SIGBUS handler ---------------------------
 //
 // A fixed array: the handler may not allocate or lock. Each slot is a
@@ -161,6 +160,16 @@ Status OpenError(const std::string& shm_name, int e) {
 
 }  // namespace
 
+Status CheckSharedMemoryRequest(const std::string& shm_name, uint64_t size) {
+  if (shm_name.size() < 2 || shm_name[0] != '/' || shm_name.find('/', 1) != std::string::npos ||
+      shm_name.find('\0') != std::string::npos || shm_name.size() > 255)
+    return InvalidArgument("shm_name " + Quote(shm_name) +
+                           " is not a POSIX shared-memory name; use one slash then a name (no "
+                           "NUL), e.g. \"/my-tensors\"");
+  if (size == 0) return InvalidArgument("byte_size must be > 0");
+  return Status::Ok();
+}
+
 Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
                         std::shared_ptr<Region>* out) {
   return OpenSharedMemory(shm_name, offset, size, nullptr, out);
@@ -168,15 +177,13 @@ Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t s
 
 Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t size,
                         const ShmAccessCheck& may_open, std::shared_ptr<Region>* out) {
-  if (shm_name.size() < 2 || shm_name[0] != '/' || shm_name.find('/', 1) != std::string::npos ||
-      shm_name.find('\0') != std::string::npos || shm_name.size() > 255)
-    return InvalidArgument(
-        "shm_name " + Quote(shm_name) +
-        " is not a POSIX shared-memory name; use one slash then a name (no NUL), e.g. \"/my-tensors\"");
-  if (size == 0) return InvalidArgument("byte_size must be > 0");
+  KERNELD_RETURN_IF_ERROR(CheckSharedMemoryRequest(shm_name, size));
   if (!InstallSigbusHandler())
     return Internal(std::string("sigaction(SIGBUS): ") + std::strerror(errno));
-  const int fd = shm_open(shm_name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  // Whatever a local user made in /dev/shm may be named here: O_NONBLOCK so
+  // no open can wait (a FIFO, a device node), and only a regular file is
+  // mapped (glibc adds O_NOFOLLOW: no symlinks either).
+  const int fd = shm_open(shm_name.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd < 0) return OpenError(shm_name, errno);
   struct stat st {};
   if (fstat(fd, &st) != 0) {
@@ -184,10 +191,17 @@ Status OpenSharedMemory(const std::string& shm_name, uint64_t offset, uint64_t s
     close(fd);
     return Internal("fstat(" + Quote(shm_name) + "): " + std::strerror(e));
   }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return InvalidArgument("shared-memory object " + Quote(shm_name) +
+                           " is not a regular file (a FIFO, device or socket); kerneld maps "
+                           "only objects made with shm_open");
+  }
   if (may_open) {
     if (std::string why = may_open(st); !why.empty()) {
       close(fd);
-      return {StatusCode::kPermissionDenied, "shared-memory object " + Quote(shm_name) + ": " + why +
+      return {StatusCode::kPermissionDenied, "shared-memory object " + Quote(shm_name) + ": " +
+                                                 why +
                                                  ", so kerneld will not open it on its behalf"};
     }
   }

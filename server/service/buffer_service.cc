@@ -65,14 +65,9 @@ BufferHandlers::BufferHandlers(const Config& cfg, const DeviceManager& devices,
   client_buffers_allowed_ = ClientBuffersAllowed(cfg_, &client_buffers_why_not_);
 }
 
-void BufferHandlers::SetServerPorts(std::vector<int> ports) {
-  std::lock_guard<std::mutex> lock(ports_mu_);
-  ports_ = std::move(ports);
-}
-
 Status BufferHandlers::Caller(const grpc::ServerContextBase& ctx, bool client_memory,
                               Identity* id) const {
-  KERNELD_RETURN_IF_ERROR(IdentifyCall(ctx, id));
+  KERNELD_RETURN_IF_ERROR(AdmitCall(ctx, id));
   if (client_memory && id->anonymous() && !client_buffers_allowed_) {
     PrincipalStats::Global().CountPermissionDenied();
     return {StatusCode::kPermissionDenied, client_buffers_why_not_};
@@ -80,21 +75,11 @@ Status BufferHandlers::Caller(const grpc::ServerContextBase& ctx, bool client_me
   return Status::Ok();
 }
 
-ShmAccessCheck BufferHandlers::AccessCheckFor(const grpc::ServerContextBase& ctx,
-                                              const Identity& id) const {
-  std::optional<uid_t> uid = id.uid;
-  std::optional<gid_t> gid = id.gid;
-  if (!uid) {  // a TCP caller on this machine: the owner of its socket
-    std::vector<int> ports;
-    {
-      std::lock_guard<std::mutex> lock(ports_mu_);
-      ports = ports_;
-    }
-    uid = LocalTcpPeerUid(ctx.peer(), ports);
-  }
-  return [uid, gid, peer = ctx.peer()](const struct stat& st) {
+ShmAccessCheck BufferHandlers::AccessCheckFor(const Identity& id) const {
+  // The uid is the kernel's word (SO_PEERCRED) or the token's uid=, nothing
+  // else: without one, only objects every user may open read-write.
+  return [uid = id.uid, gid = id.gid](const struct stat& st) {
     std::string why = MayReadWrite(st, uid, gid);
-    if (!why.empty() && !uid) why += " [peer " + Sanitize(peer) + "]";
     if (!why.empty()) PrincipalStats::Global().CountPermissionDenied();
     return why;
   };
@@ -123,11 +108,9 @@ Status BufferHandlers::AddRegion(std::shared_ptr<Region> r, const Identity& id,
   return CountedQuota(registry_.Add(std::move(r), ToBufferQuota(id.quota), buffer_id));
 }
 
-Status BufferHandlers::RegisterCudaIpcBuffer(const grpc::ServerContextBase& ctx,
+Status BufferHandlers::RegisterCudaIpcBuffer(const Identity& id,
                                              const v1::RegisterCudaIpcBufferRequest& req,
                                              v1::RegisterCudaIpcBufferResponse* resp) {
-  Identity id;
-  if (Status st = Caller(ctx, true, &id); !st.ok()) return st;
   if (req.ipc_handle().size() != 64)
     return InvalidArgument("ipc_handle has " + std::to_string(req.ipc_handle().size()) +
                            " bytes; a cudaIpcMemHandle_t has exactly 64");
@@ -151,11 +134,8 @@ Status BufferHandlers::RegisterCudaIpcBuffer(const grpc::ServerContextBase& ctx,
   return Status::Ok();
 }
 
-Status BufferHandlers::AllocateBuffer(const grpc::ServerContextBase& ctx,
-                                      const v1::AllocateBufferRequest& req,
+Status BufferHandlers::AllocateBuffer(const Identity& id, const v1::AllocateBufferRequest& req,
                                       v1::AllocateBufferResponse* resp) {
-  Identity id;
-  if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
   if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok()) return st;
   const BufferQuota quota = ToBufferQuota(id.quota);
   // Before the allocation: a principal over its quota costs no GPU memory.
@@ -176,18 +156,20 @@ Status BufferHandlers::AllocateBuffer(const grpc::ServerContextBase& ctx,
   return Status::Ok();
 }
 
-Status BufferHandlers::RegisterSharedMemory(const grpc::ServerContextBase& ctx,
+Status BufferHandlers::RegisterSharedMemory(const Identity& id,
                                             const v1::RegisterSharedMemoryRequest& req,
                                             v1::RegisterSharedMemoryResponse* resp) {
-  Identity id;
-  if (Status st = Caller(ctx, true, &id); !st.ok()) return st;
+  // Cheapest refusal first: the caller was admitted before its message was
+  // parsed; then the request's own fields, then the quota; only then the
+  // filesystem (shm_open, fstat, mmap).
   if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok()) return st;
+  if (Status st = CheckSharedMemoryRequest(req.shm_name(), req.byte_size()); !st.ok()) return st;
   const BufferQuota quota = ToBufferQuota(id.quota);
   if (Status st = registry_.CheckQuota(id.principal, req.byte_size(), quota); !st.ok())
     return CountedQuota(st);
   std::shared_ptr<Region> r;
-  if (Status st = OpenSharedMemory(req.shm_name(), req.offset(), req.byte_size(),
-                                   AccessCheckFor(ctx, id), &r);
+  if (Status st =
+          OpenSharedMemory(req.shm_name(), req.offset(), req.byte_size(), AccessCheckFor(id), &r);
       !st.ok())
     return st;
   std::string buffer_id;
@@ -199,11 +181,8 @@ Status BufferHandlers::RegisterSharedMemory(const grpc::ServerContextBase& ctx,
   return Status::Ok();
 }
 
-Status BufferHandlers::UnregisterBuffer(const grpc::ServerContextBase& ctx,
-                                        const v1::UnregisterBufferRequest& req,
+Status BufferHandlers::UnregisterBuffer(const Identity& id, const v1::UnregisterBufferRequest& req,
                                         v1::UnregisterBufferResponse* resp) {
-  Identity id;
-  if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
   bool deferred = false;
   // An admin may unregister anyone's buffer; a user only its own.
   Status st = registry_.Unregister(id.principal, req.buffer_id(), &deferred, id.admin());
@@ -211,10 +190,8 @@ Status BufferHandlers::UnregisterBuffer(const grpc::ServerContextBase& ctx,
   return st;
 }
 
-Status BufferHandlers::RenewLease(const grpc::ServerContextBase& ctx,
-                                  const v1::RenewLeaseRequest& req, v1::RenewLeaseResponse* resp) {
-  Identity id;
-  if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
+Status BufferHandlers::RenewLease(const Identity& id, const v1::RenewLeaseRequest& req,
+                                  v1::RenewLeaseResponse* resp) {
   std::shared_ptr<Region> r;
   Status st = registry_.Renew(id.principal, req.buffer_id(), &r);
   if (st.ok()) {
@@ -225,11 +202,8 @@ Status BufferHandlers::RenewLease(const grpc::ServerContextBase& ctx,
   return st;
 }
 
-Status BufferHandlers::ListBuffers(const grpc::ServerContextBase& ctx,
-                                   const v1::ListBuffersRequest& req,
+Status BufferHandlers::ListBuffers(const Identity& id, const v1::ListBuffersRequest& req,
                                    v1::ListBuffersResponse* resp) {
-  Identity id;
-  if (Status st = Caller(ctx, false, &id); !st.ok()) return st;
   if (req.all_principals()) {
     if (Status st = Authenticator::RequireAdmin(id, "ListBuffers with all_principals"); !st.ok())
       return st;
@@ -252,88 +226,56 @@ Status BufferHandlers::ListBuffers(const grpc::ServerContextBase& ctx,
   return Status::Ok();
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::RegisterCudaIpcBuffer(
-    grpc::CallbackServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
-    v1::RegisterCudaIpcBufferResponse* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  r->Finish(ToGrpc(h_.RegisterCudaIpcBuffer(*ctx, *req, resp)));
-  return r;
+namespace {
+
+// One BufferService call, raw: admitted (and allowed client memory or not),
+// then parsed, then handled.
+template <class Req, class Resp>
+grpc::Status Serve(BufferHandlers& h, const grpc::ServerContextBase& ctx, bool client_memory,
+                   Status (BufferHandlers::*handle)(const Identity&, const Req&, Resp*),
+                   const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
+  Identity id;
+  if (Status st = h.Caller(ctx, client_memory, &id); !st.ok()) return ToGrpc(st);
+  Req req;
+  if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
+  Resp resp;
+  if (Status st = (h.*handle)(id, req, &resp); !st.ok()) return ToGrpc(st);
+  return SerializeRawMessage(resp, out);
 }
 
-grpc::ServerUnaryReactor* BufferServiceImpl::AllocateBuffer(grpc::CallbackServerContext* ctx,
-                                                            const v1::AllocateBufferRequest* req,
-                                                            v1::AllocateBufferResponse* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  r->Finish(ToGrpc(h_.AllocateBuffer(*ctx, *req, resp)));
-  return r;
-}
+}  // namespace
 
-grpc::ServerUnaryReactor* BufferServiceImpl::RegisterSharedMemory(
-    grpc::CallbackServerContext* ctx, const v1::RegisterSharedMemoryRequest* req,
-    v1::RegisterSharedMemoryResponse* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  r->Finish(ToGrpc(h_.RegisterSharedMemory(*ctx, *req, resp)));
-  return r;
-}
+#define KERNELD_BUFFER_METHOD(Method, client_memory)                                           \
+  grpc::ServerUnaryReactor* BufferServiceImpl::Method(                                         \
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req, grpc::ByteBuffer* resp) { \
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();                                       \
+    r->Finish(Serve(h_, *ctx, client_memory, &BufferHandlers::Method, *req, resp));            \
+    return r;                                                                                  \
+  }
+// Registering client memory (CUDA IPC, shared memory) needs an identity
+// beyond loopback (ClientBuffersAllowed); the rest does not.
+KERNELD_BUFFER_METHOD(RegisterCudaIpcBuffer, true)
+KERNELD_BUFFER_METHOD(AllocateBuffer, false)
+KERNELD_BUFFER_METHOD(RegisterSharedMemory, true)
+KERNELD_BUFFER_METHOD(UnregisterBuffer, false)
+KERNELD_BUFFER_METHOD(RenewLease, false)
+KERNELD_BUFFER_METHOD(ListBuffers, false)
+#undef KERNELD_BUFFER_METHOD
 
-grpc::ServerUnaryReactor* BufferServiceImpl::UnregisterBuffer(
-    grpc::CallbackServerContext* ctx, const v1::UnregisterBufferRequest* req,
-    v1::UnregisterBufferResponse* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  r->Finish(ToGrpc(h_.UnregisterBuffer(*ctx, *req, resp)));
-  return r;
-}
-
-grpc::ServerUnaryReactor* BufferServiceImpl::RenewLease(grpc::CallbackServerContext* ctx,
-                                                        const v1::RenewLeaseRequest* req,
-                                                        v1::RenewLeaseResponse* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  r->Finish(ToGrpc(h_.RenewLease(*ctx, *req, resp)));
-  return r;
-}
-
-grpc::ServerUnaryReactor* BufferServiceImpl::ListBuffers(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListBuffersRequest* req,
-                                                         v1::ListBuffersResponse* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  r->Finish(ToGrpc(h_.ListBuffers(*ctx, *req, resp)));
-  return r;
-}
-
-grpc::Status BufferServiceSyncImpl::RegisterCudaIpcBuffer(
-    grpc::ServerContext* ctx, const v1::RegisterCudaIpcBufferRequest* req,
-    v1::RegisterCudaIpcBufferResponse* resp) {
-  return ToGrpc(h_.RegisterCudaIpcBuffer(*ctx, *req, resp));
-}
-
-grpc::Status BufferServiceSyncImpl::AllocateBuffer(grpc::ServerContext* ctx,
-                                                   const v1::AllocateBufferRequest* req,
-                                                   v1::AllocateBufferResponse* resp) {
-  return ToGrpc(h_.AllocateBuffer(*ctx, *req, resp));
-}
-
-grpc::Status BufferServiceSyncImpl::RegisterSharedMemory(grpc::ServerContext* ctx,
-                                                         const v1::RegisterSharedMemoryRequest* req,
-                                                         v1::RegisterSharedMemoryResponse* resp) {
-  return ToGrpc(h_.RegisterSharedMemory(*ctx, *req, resp));
-}
-
-grpc::Status BufferServiceSyncImpl::UnregisterBuffer(grpc::ServerContext* ctx,
-                                                     const v1::UnregisterBufferRequest* req,
-                                                     v1::UnregisterBufferResponse* resp) {
-  return ToGrpc(h_.UnregisterBuffer(*ctx, *req, resp));
-}
-
-grpc::Status BufferServiceSyncImpl::RenewLease(grpc::ServerContext* ctx,
-                                               const v1::RenewLeaseRequest* req,
-                                               v1::RenewLeaseResponse* resp) {
-  return ToGrpc(h_.RenewLease(*ctx, *req, resp));
-}
-
-grpc::Status BufferServiceSyncImpl::ListBuffers(grpc::ServerContext* ctx,
-                                                const v1::ListBuffersRequest* req,
-                                                v1::ListBuffersResponse* resp) {
-  return ToGrpc(h_.ListBuffers(*ctx, *req, resp));
+BufferServiceSyncImpl::BufferServiceSyncImpl(BufferHandlers& h) : h_(h) {
+  const std::string svc = v1::BufferService::service_full_name();
+#define KERNELD_BUFFER_METHOD(Method, client_memory)                                             \
+  AddUnary(svc, #Method,                                                                         \
+           [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) { \
+             return Serve(h_, *ctx, client_memory, &BufferHandlers::Method, in, out);            \
+           });
+  KERNELD_BUFFER_METHOD(RegisterCudaIpcBuffer, true)
+  KERNELD_BUFFER_METHOD(AllocateBuffer, false)
+  KERNELD_BUFFER_METHOD(RegisterSharedMemory, true)
+  KERNELD_BUFFER_METHOD(UnregisterBuffer, false)
+  KERNELD_BUFFER_METHOD(RenewLease, false)
+  KERNELD_BUFFER_METHOD(ListBuffers, false)
+#undef KERNELD_BUFFER_METHOD
 }
 
 }  // namespace kerneld::server

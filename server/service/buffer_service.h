@@ -17,6 +17,7 @@
 #include "config.h"
 #include "devices/device_manager.h"
 #include "kerneld/v1/kerneld.grpc.pb.h"
+#include "service/raw_unary.h"
 
 namespace kerneld::server {
 
@@ -29,25 +30,24 @@ bool ClientBuffersAllowed(const Config& cfg, std::string* why_not);
 class BufferHandlers {
  public:
   BufferHandlers(const Config& cfg, const DeviceManager& devices, BufferRegistry& registry);
-  // The daemon's TCP ports, once bound: a TCP caller on this machine is
-  // found by them in /proc/net/tcp (auth/local_peer.h).
-  void SetServerPorts(std::vector<int> ports);
 
-  // One per BufferService RPC, for the caller of ctx.
-  Status RegisterCudaIpcBuffer(const grpc::ServerContextBase& ctx,
-                               const v1::RegisterCudaIpcBufferRequest& req,
+  // The caller of ctx admitted (identified, rate limited), and whether it
+  // may register client memory at all: what every BufferService call passes
+  // before its message is parsed.
+  Status Caller(const grpc::ServerContextBase& ctx, bool client_memory, Identity* id) const;
+
+  // One per BufferService RPC, for the admitted caller `id`.
+  Status RegisterCudaIpcBuffer(const Identity& id, const v1::RegisterCudaIpcBufferRequest& req,
                                v1::RegisterCudaIpcBufferResponse* resp);
-  Status AllocateBuffer(const grpc::ServerContextBase& ctx, const v1::AllocateBufferRequest& req,
+  Status AllocateBuffer(const Identity& id, const v1::AllocateBufferRequest& req,
                         v1::AllocateBufferResponse* resp);
-  Status RegisterSharedMemory(const grpc::ServerContextBase& ctx,
-                              const v1::RegisterSharedMemoryRequest& req,
+  Status RegisterSharedMemory(const Identity& id, const v1::RegisterSharedMemoryRequest& req,
                               v1::RegisterSharedMemoryResponse* resp);
-  Status UnregisterBuffer(const grpc::ServerContextBase& ctx,
-                          const v1::UnregisterBufferRequest& req,
+  Status UnregisterBuffer(const Identity& id, const v1::UnregisterBufferRequest& req,
                           v1::UnregisterBufferResponse* resp);
-  Status RenewLease(const grpc::ServerContextBase& ctx, const v1::RenewLeaseRequest& req,
+  Status RenewLease(const Identity& id, const v1::RenewLeaseRequest& req,
                     v1::RenewLeaseResponse* resp);
-  Status ListBuffers(const grpc::ServerContextBase& ctx, const v1::ListBuffersRequest& req,
+  Status ListBuffers(const Identity& id, const v1::ListBuffersRequest& req,
                      v1::ListBuffersResponse* resp);
 
  private:
@@ -56,11 +56,7 @@ class BufferHandlers {
   // under the caller's quota; *buffer_id names it.
   Status AddRegion(std::shared_ptr<Region> r, const Identity& id, const std::string& name,
                    uint32_t lease_seconds, std::string* buffer_id);
-  // The identity, and whether it may register client memory at all.
-  Status Caller(const grpc::ServerContextBase& ctx, bool client_memory, Identity* id) const;
-  ShmAccessCheck AccessCheckFor(const grpc::ServerContextBase& ctx, const Identity& id) const;
-  mutable std::mutex ports_mu_;
-  std::vector<int> ports_;
+  ShmAccessCheck AccessCheckFor(const Identity& id) const;
   const Config& cfg_;
   const DeviceManager& devices_;
   BufferRegistry& registry_;
@@ -68,51 +64,47 @@ class BufferHandlers {
   std::string client_buffers_why_not_;
 };
 
+// Every method is served raw (service/raw_unary.h): the caller is admitted
+// before its message is parsed.
+using BufferServiceBase = v1::BufferService::WithRawCallbackMethod_RegisterCudaIpcBuffer<
+    v1::BufferService::WithRawCallbackMethod_AllocateBuffer<
+        v1::BufferService::WithRawCallbackMethod_RegisterSharedMemory<
+            v1::BufferService::WithRawCallbackMethod_UnregisterBuffer<
+                v1::BufferService::WithRawCallbackMethod_RenewLease<
+                    v1::BufferService::WithRawCallbackMethod_ListBuffers<
+                        v1::BufferService::Service>>>>>>;
+
 // The service on gRPC's callback API (the default, --grpc_api=callback).
-class BufferServiceImpl final : public v1::BufferService::CallbackService {
+class BufferServiceImpl final : public BufferServiceBase {
  public:
   explicit BufferServiceImpl(BufferHandlers& h) : h_(h) {}
   grpc::ServerUnaryReactor* RegisterCudaIpcBuffer(grpc::CallbackServerContext* ctx,
-                                                  const v1::RegisterCudaIpcBufferRequest* req,
-                                                  v1::RegisterCudaIpcBufferResponse* resp) override;
+                                                  const grpc::ByteBuffer* req,
+                                                  grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* AllocateBuffer(grpc::CallbackServerContext* ctx,
-                                           const v1::AllocateBufferRequest* req,
-                                           v1::AllocateBufferResponse* resp) override;
+                                           const grpc::ByteBuffer* req,
+                                           grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
-                                                 const v1::RegisterSharedMemoryRequest* req,
-                                                 v1::RegisterSharedMemoryResponse* resp) override;
+                                                 const grpc::ByteBuffer* req,
+                                                 grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* UnregisterBuffer(grpc::CallbackServerContext* ctx,
-                                             const v1::UnregisterBufferRequest* req,
-                                             v1::UnregisterBufferResponse* resp) override;
+                                             const grpc::ByteBuffer* req,
+                                             grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx,
-                                       const v1::RenewLeaseRequest* req,
-                                       v1::RenewLeaseResponse* resp) override;
+                                       const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* ctx,
-                                        const v1::ListBuffersRequest* req,
-                                        v1::ListBuffersResponse* resp) override;
+                                        const grpc::ByteBuffer* req,
+                                        grpc::ByteBuffer* resp) override;
 
  private:
   BufferHandlers& h_;
 };
 
 // The same service on gRPC's sync API (--grpc_api=sync).
-class BufferServiceSyncImpl final : public v1::BufferService::Service {
+class BufferServiceSyncImpl final : public RawSyncService {
  public:
-  explicit BufferServiceSyncImpl(BufferHandlers& h) : h_(h) {}
-  grpc::Status RegisterCudaIpcBuffer(grpc::ServerContext* ctx,
-                                     const v1::RegisterCudaIpcBufferRequest* req,
-                                     v1::RegisterCudaIpcBufferResponse* resp) override;
-  grpc::Status AllocateBuffer(grpc::ServerContext* ctx, const v1::AllocateBufferRequest* req,
-                              v1::AllocateBufferResponse* resp) override;
-  grpc::Status RegisterSharedMemory(grpc::ServerContext* ctx,
-                                    const v1::RegisterSharedMemoryRequest* req,
-                                    v1::RegisterSharedMemoryResponse* resp) override;
-  grpc::Status UnregisterBuffer(grpc::ServerContext* ctx, const v1::UnregisterBufferRequest* req,
-                                v1::UnregisterBufferResponse* resp) override;
-  grpc::Status RenewLease(grpc::ServerContext* ctx, const v1::RenewLeaseRequest* req,
-                          v1::RenewLeaseResponse* resp) override;
-  grpc::Status ListBuffers(grpc::ServerContext* ctx, const v1::ListBuffersRequest* req,
-                           v1::ListBuffersResponse* resp) override;
+  explicit BufferServiceSyncImpl(BufferHandlers& h);
 
  private:
   BufferHandlers& h_;

@@ -5,6 +5,8 @@
 #include "build_info.h"
 #include "service/buffer_service.h"
 #include "service/execute_stream.h"
+#include "service/library_log.h"
+#include "service/raw_unary.h"
 #include "service/tensor_codec.h"
 
 namespace kerneld::server {
@@ -19,7 +21,7 @@ CallControl ControlFor(grpc::ServerContextBase* ctx) {
   c.deadline = ctx->deadline();
   c.cancelled = [ctx] { return ctx->IsCancelled(); };
   Identity id;
-  if (Status st = IdentifyCall(*ctx, &id); !st.ok()) {
+  if (Status st = AdmitCall(*ctx, &id); !st.ok()) {
     c.refused = std::move(st);
     return c;
   }
@@ -35,7 +37,12 @@ CallControl ControlFor(grpc::ServerContextBase* ctx) {
 
 Status Authenticate(const grpc::ServerContextBase& ctx) {
   Identity id;
-  return IdentifyCall(ctx, &id);
+  return AdmitCall(ctx, &id);
+}
+
+KernelServiceImpl::KernelServiceImpl(const Config& cfg, RequestRunner& runner)
+    : cfg_(cfg), runner_(runner) {
+  RouteLibraryLogs();
 }
 
 namespace {
@@ -47,20 +54,36 @@ class RefusedStream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   void OnDone() override { delete this; }
 };
 
+// One raw Execute call: the parsed request and its response live here until
+// gRPC is done with the call.
+class ExecuteCall final : public grpc::ServerUnaryReactor {
+ public:
+  void OnDone() override { delete this; }
+  v1::ExecuteRequest req;
+  v1::ExecuteResponse resp;
+};
+
 }  // namespace
 
 grpc::ServerUnaryReactor* KernelServiceImpl::Execute(grpc::CallbackServerContext* ctx,
-                                                     const v1::ExecuteRequest* req,
-                                                     v1::ExecuteResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  CallControl ctl = ControlFor(ctx);
+                                                     const grpc::ByteBuffer* in,
+                                                     grpc::ByteBuffer* out) {
+  auto* call = new ExecuteCall();     // deletes itself (OnDone)
+  CallControl ctl = ControlFor(ctx);  // admitted before the message is parsed
   if (!ctl.refused.ok()) {
-    reactor->Finish(ToGrpc(ctl.refused));
-    return reactor;
+    call->Finish(ToGrpc(ctl.refused));
+    return call;
   }
-  runner_.Start(*req, resp, std::move(ctl),
-                [reactor](const Status& st) { reactor->Finish(ToGrpc(st)); });
-  return reactor;
+  if (Status st = ParseRawMessage(*in, &call->req); !st.ok()) {
+    call->Finish(ToGrpc(st));
+    return call;
+  }
+  runner_.Start(call->req, &call->resp, std::move(ctl), [call, out](const Status& st) {
+    grpc::Status result = ToGrpc(st);
+    if (result.ok()) result = SerializeRawMessage(call->resp, out);
+    call->Finish(result);
+  });
+  return call;
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KernelServiceImpl::ExecuteStream(
@@ -131,15 +154,19 @@ grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
 }  // namespace
 
 grpc::Status AnswerListKernels(const grpc::ServerContextBase& ctx, const Config& cfg,
-                               const RequestRunner& runner, const v1::ListKernelsRequest& req,
-                               v1::ListKernelsResponse* resp) {
+                               const RequestRunner& runner, const grpc::ByteBuffer& in,
+                               grpc::ByteBuffer* out) {
   if (Status st = Authenticate(ctx); !st.ok()) return ToGrpc(st);
-  return DescribeKernels(cfg, runner, req, resp);
+  v1::ListKernelsRequest req;
+  if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
+  v1::ListKernelsResponse resp;
+  if (grpc::Status st = DescribeKernels(cfg, runner, req, &resp); !st.ok()) return st;
+  return SerializeRawMessage(resp, out);
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListKernelsRequest* req,
-                                                         v1::ListKernelsResponse* resp) {
+                                                         const grpc::ByteBuffer* req,
+                                                         grpc::ByteBuffer* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(AnswerListKernels(*ctx, cfg_, runner_, *req, resp));
   return reactor;
@@ -174,17 +201,20 @@ void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp
 }  // namespace
 
 grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const RequestRunner& runner,
-                              v1::GetServerInfoResponse* resp) {
+                              const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
   if (Status st = Authenticate(ctx); !st.ok()) return ToGrpc(st);
-  DescribeServer(runner, resp);
-  return grpc::Status::OK;
+  v1::GetServerInfoRequest req;
+  if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
+  v1::GetServerInfoResponse resp;
+  DescribeServer(runner, &resp);
+  return SerializeRawMessage(resp, out);
 }
 
 grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
-                                                           const v1::GetServerInfoRequest*,
-                                                           v1::GetServerInfoResponse* resp) {
+                                                           const grpc::ByteBuffer* req,
+                                                           grpc::ByteBuffer* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(AnswerServerInfo(*ctx, runner_, resp));
+  reactor->Finish(AnswerServerInfo(*ctx, runner_, *req, resp));
   return reactor;
 }
 

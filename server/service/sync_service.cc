@@ -1,20 +1,15 @@
 #include "service/sync_service.h"
 
-#include <grpcpp/impl/codegen/method_handler.h>
-
 #include <string>
 
 #include "absl/synchronization/notification.h"
 #include "service/execute_stream.h"
 #include "service/kernel_service.h"
+#include "service/library_log.h"
 
 namespace kerneld::server {
 
 namespace {
-
-// The method index of ExecuteStream in kerneld.v1.KernelService (the order
-// of its rpcs in kerneld.proto).
-constexpr int kExecuteStreamMethod = 1;
 
 // Ready for the stream's next message, keeping the info and status
 // submessages and their strings' storage: Clear() deletes them, and every
@@ -39,21 +34,29 @@ std::function<bool()> CancelCheckAfter(std::chrono::nanoseconds wait, std::funct
 
 KernelServiceSyncImpl::KernelServiceSyncImpl(const Config& cfg, RequestRunner& runner)
     : cfg_(cfg), runner_(runner) {
-  // The generated sync handler parses each message itself and reports a bad
-  // one like a half-close; this one hands over the raw bytes.
-  MarkMethodStreamed(kExecuteStreamMethod,
-                     new grpc::internal::BidiStreamingHandler<KernelServiceSyncImpl,
-                                                              grpc::ByteBuffer, grpc::ByteBuffer>(
-                         [](KernelServiceSyncImpl* self, grpc::ServerContext* ctx,
-                            grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
-                           return self->ExecuteStreamRaw(ctx, stream);
-                         },
-                         this));
+  RouteLibraryLogs();
+  const std::string svc = v1::KernelService::service_full_name();
+  AddUnary(svc, "Execute",
+           [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
+             return Execute(ctx, in, out);
+           });
+  AddBidi(svc, "ExecuteStream",
+          [this](grpc::ServerContext* ctx,
+                 grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+            return ExecuteStreamRaw(ctx, stream);
+          });
+  AddUnary(svc, "ListKernels",
+           [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
+             return AnswerListKernels(*ctx, cfg_, runner_, in, out);
+           });
+  AddUnary(svc, "GetServerInfo",
+           [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
+             return AnswerServerInfo(*ctx, runner_, in, out);
+           });
 }
 
-Status KernelServiceSyncImpl::RunAndWait(grpc::ServerContext* ctx, const v1::ExecuteRequest& req,
+Status KernelServiceSyncImpl::RunAndWait(CallControl ctl, const v1::ExecuteRequest& req,
                                          v1::ExecuteResponse* resp) {
-  CallControl ctl = ControlFor(ctx);
   // On the sync API IsCancelled() polls the call's completion queue (30 us
   // a request on the 2-core machine, measured as the "launch" stage); only
   // a request that waited in a queue is worth asking about.
@@ -68,45 +71,41 @@ Status KernelServiceSyncImpl::RunAndWait(grpc::ServerContext* ctx, const v1::Exe
   return result;
 }
 
-grpc::Status KernelServiceSyncImpl::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
-                                            v1::ExecuteResponse* resp) {
-  return ToGrpc(RunAndWait(ctx, *req, resp));
+grpc::Status KernelServiceSyncImpl::Execute(grpc::ServerContext* ctx, const grpc::ByteBuffer& in,
+                                            grpc::ByteBuffer* out) {
+  CallControl ctl = ControlFor(ctx);  // admitted before the message is parsed
+  if (!ctl.refused.ok()) return ToGrpc(ctl.refused);
+  v1::ExecuteRequest req;
+  if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
+  v1::ExecuteResponse resp;
+  if (Status st = RunAndWait(std::move(ctl), req, &resp); !st.ok()) return ToGrpc(st);
+  return SerializeRawMessage(resp, out);
 }
 
 grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   // Checked once up front, as the callback stream does; each message is
-  // identified again (ControlFor), so a revoked token stops later requests.
+  // admitted again (ControlFor), so a revoked token stops later requests.
   if (Status st = Authenticate(*ctx); !st.ok()) return ToGrpc(st);
   grpc::ByteBuffer in, out;
   v1::ExecuteRequest req;
   v1::ExecuteResponse resp;
   for (int64_t n = 1; stream->Read(&in); ++n) {
     const size_t bytes = in.Length();
+    CallControl ctl = ControlFor(ctx);
     req.Clear();
-    if (!grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&in, &req).ok())
+    // A refused message is not parsed; it answers in its response's status
+    // (the runner sets it, as for a failed request) and the stream goes on.
+    if (ctl.refused.ok() &&
+        !grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&in, &req).ok())
       return MalformedStreamMessage(n, bytes);
     ResetForNextMessage(&resp);
-    // A failed request reports in its response's status (the runner sets
-    // it) and the stream goes on.
-    (void)RunAndWait(ctx, req, &resp);
+    (void)RunAndWait(std::move(ctl), req, &resp);
     SerializeStreamResponse(resp, &out);
     if (!stream->Write(out)) break;  // the client went away
   }
   return grpc::Status::OK;
-}
-
-grpc::Status KernelServiceSyncImpl::ListKernels(grpc::ServerContext* ctx,
-                                                const v1::ListKernelsRequest* req,
-                                                v1::ListKernelsResponse* resp) {
-  return AnswerListKernels(*ctx, cfg_, runner_, *req, resp);
-}
-
-grpc::Status KernelServiceSyncImpl::GetServerInfo(grpc::ServerContext* ctx,
-                                                  const v1::GetServerInfoRequest*,
-                                                  v1::GetServerInfoResponse* resp) {
-  return AnswerServerInfo(*ctx, runner_, resp);
 }
 
 }  // namespace kerneld::server

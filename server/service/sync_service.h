@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "kerneld/v1/kerneld.grpc.pb.h"
+#include "service/raw_unary.h"
 #include "service/request_runner.h"
 
 namespace kerneld::server {
@@ -26,30 +27,24 @@ namespace kerneld::server {
 std::function<bool()> CancelCheckAfter(std::chrono::nanoseconds wait, std::function<bool()> check);
 inline constexpr std::chrono::microseconds kSyncCancelCheckAfter{200};
 
-using KernelServiceSyncBase = v1::KernelService::Service;
-
-class KernelServiceSyncImpl final : public KernelServiceSyncBase {
+// Every method raw (service/raw_unary.h): the caller is admitted before its
+// message is parsed.
+class KernelServiceSyncImpl final : public RawSyncService {
  public:
   KernelServiceSyncImpl(const Config& cfg, RequestRunner& runner);
 
-  grpc::Status Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
-                       v1::ExecuteResponse* resp) override;
-  grpc::Status ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
-                           v1::ListKernelsResponse* resp) override;
-  grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
-                             v1::GetServerInfoResponse* resp) override;
-  // Served raw (ByteBuffers), as the callback stream is: a message that does
-  // not parse ends the stream with INVALID_ARGUMENT instead of looking like
-  // the client's half-close.
+  grpc::Status Execute(grpc::ServerContext* ctx, const grpc::ByteBuffer& req,
+                       grpc::ByteBuffer* resp);
+  // A message that does not parse ends the stream with INVALID_ARGUMENT
+  // instead of looking like the client's half-close.
   grpc::Status ExecuteStreamRaw(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
  private:
-  // Runs one request on this thread's behalf and waits for its completion
-  // (at once when the worker ran it inline, on this very thread).
-  Status RunAndWait(grpc::ServerContext* ctx, const v1::ExecuteRequest& req,
-                    v1::ExecuteResponse* resp);
+  // Runs one admitted request on this thread's behalf and waits for its
+  // completion (at once when the worker ran it inline, on this very thread).
+  Status RunAndWait(CallControl ctl, const v1::ExecuteRequest& req, v1::ExecuteResponse* resp);
   const Config& cfg_;
   RequestRunner& runner_;
 };

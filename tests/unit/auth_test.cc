@@ -1,12 +1,15 @@
-// Identity pieces without a daemon: the token file parser, the /proc/net/tcp
-// lookup, the permission rule that keeps kerneld from being a confused
-// deputy, and the registry's per-principal quotas.
+// Identity pieces without a daemon: the token file parser, principal names,
+// the rate limiters, the permission rule that keeps kerneld from being a
+// confused deputy, and the registry's per-principal quotas.
 #include <gtest/gtest.h>
 
 #include "auth/local_peer.h"
+#include "auth/principal_name.h"
+#include "auth/rate_limiter.h"
 #include "auth/token_file.h"
 #include "buffers/buffer_registry.h"
 #include "config.h"
+#include "service/library_log.h"
 
 namespace kerneld::server {
 namespace {
@@ -87,27 +90,87 @@ TEST(Config, ByteSizesAndInsecureRemote) {
             std::string::npos);
 }
 
-TEST(LocalPeer, ProcNetAddresses) {
-  bool v6 = false;
-  EXPECT_EQ(ProcNetAddress("ipv4:127.0.0.1:40000", &v6), "0100007F:9C40");
-  EXPECT_FALSE(v6);
-  EXPECT_EQ(ProcNetAddress("ipv6:[::1]:443", &v6), "00000000000000000000000001000000:01BB");
-  EXPECT_TRUE(v6);
-  EXPECT_EQ(ProcNetAddress("unix:/x", &v6), "");
-  EXPECT_EQ(ProcNetAddress("ipv4:127.0.0.1:99999", &v6), "");
-  const std::string table =
-      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
-      "inode\n"
-      "   0: 0100007F:C350 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 "
-      "1\n"
-      "   1: 0100007F:9C40 0100007F:0050 01 00000000:00000000 00:00000000 00000000  1000        0 "
-      "2\n"
-      "   2: 0100007F:9C40 0100007F:C350 01 00000000:00000000 00:00000000 00000000  1001        0 "
-      "3\n";
-  // Only the connection to one of the daemon's ports counts.
-  EXPECT_EQ(FindUidInProcNetTcp(table, "0100007F:9C40", {50000}), std::optional<uid_t>(1001));
-  EXPECT_EQ(FindUidInProcNetTcp(table, "0100007F:9C40", {81}), std::nullopt);
-  EXPECT_EQ(FindUidInProcNetTcp(table, "0100007F:1234", {50000}), std::nullopt);
+TEST(PrincipalName, EachSourceHasItsOwnNamespace) {
+  EXPECT_EQ(TokenPrincipal("alice"), "token:alice");
+  EXPECT_EQ(UidPrincipal(0), "uid:0");
+  EXPECT_EQ(CertificatePrincipal("CN=alice,O=team-a", false), "x509:CN=alice,O=team-a");
+  // The certificate: an empty subject, SAN URI:uid:0.
+  EXPECT_EQ(CertificatePrincipal("uid:0", true), "x509:san:uid:0");
+  EXPECT_NE(CertificatePrincipal("uid:0", true), UidPrincipal(0));
+  // A token file's principal cannot reach another namespace either.
+  EXPECT_NE(TokenPrincipal("uid:0"), UidPrincipal(0));
+}
+
+TEST(PrincipalName, CertificateNamesAreNeverCutIntoEquality) {
+  const std::string head(200, 'a');
+  const std::string a = head + "-one", b = head + "-two";
+  EXPECT_NE(CertificatePrincipal(a, false), CertificatePrincipal(b, false));
+  // Up to kMaxWholeCertificateName the name is whole; beyond, a display form
+  // and the SHA-256 of the whole name.
+  EXPECT_EQ(CertificatePrincipal(a, false), "x509:" + a);
+  const std::string long_a = std::string(400, 'x') + "1", long_b = std::string(400, 'x') + "2";
+  const Principal pa = CertificatePrincipal(long_a, false),
+                  pb = CertificatePrincipal(long_b, false);
+  EXPECT_NE(pa, pb);
+  EXPECT_LT(pa.size(), 200u);
+  EXPECT_NE(pa.find(" sha256:"), std::string::npos) << pa;
+  EXPECT_EQ(pa, CertificatePrincipal(long_a, false));  // stable
+  // A whole name that spells a shortened one's text differs from it: the
+  // cut form holds a raw "…", which a whole name has only escaped.
+  const std::string spelled = pa.substr(5);
+  EXPECT_NE(CertificatePrincipal(spelled, false), pa);
+  // Bytes that need escaping cannot make two names one.
+  EXPECT_NE(CertificatePrincipal("a\\x00", false),
+            CertificatePrincipal(std::string("a\0", 2), false));
+}
+
+TEST(RateLimiter, ATokenBucketPerPrincipal) {
+  RateLimiter off(0);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(off.Admit("p").ok());
+  RateLimiter r(4);  // burst 4, 4 a second
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(r.AdmitAt("alice", t0).ok()) << i;
+  Status st = r.AdmitAt("alice", t0);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("'alice' is over --rate_limit=4 requests/s; retry in 250 ms"),
+            std::string::npos)
+      << st.message();
+  EXPECT_TRUE(r.AdmitAt("bob", t0).ok());  // another principal, another bucket
+  EXPECT_TRUE(r.AdmitAt("alice", t0 + std::chrono::milliseconds(250)).ok());  // refilled one
+  EXPECT_FALSE(r.AdmitAt("alice", t0 + std::chrono::milliseconds(260)).ok());
+}
+
+TEST(LibraryLog, RateLimitedWithTheDroppedCount) {
+  LogRateLimit l(/*per_second=*/2, /*burst=*/3);
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t dropped = 99;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(l.Admit(t0, &dropped));
+  EXPECT_EQ(dropped, 0u);
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(l.Admit(t0, &dropped));
+  ASSERT_TRUE(l.Admit(t0 + std::chrono::milliseconds(500), &dropped));
+  EXPECT_EQ(dropped, 1000u);
+}
+
+TEST(Config, QuotasDefaultToHostSizedValuesAndZeroMeansNone) {
+  Config cfg;
+  bool help = false;
+  const char* none[] = {"kerneld"};
+  ASSERT_EQ(ParseFlags(1, const_cast<char**>(none), &cfg, &help), "");
+  EXPECT_GT(cfg.quota_bytes, 0);
+  EXPECT_EQ(cfg.quota_buffers, 1024);
+  EXPECT_EQ(cfg.quota_inflight, cfg.queue_capacity);
+  EXPECT_EQ(cfg.rate_limit, 0);
+  Config off;
+  const char* zero[] = {"kerneld", "--quota_bytes=0", "--quota_buffers=0", "--quota_inflight=0",
+                        "--rate_limit=2.5"};
+  ASSERT_EQ(ParseFlags(5, const_cast<char**>(zero), &off, &help), "");
+  EXPECT_EQ(off.quota_bytes, 0);
+  EXPECT_EQ(off.quota_buffers, 0);
+  EXPECT_EQ(off.quota_inflight, 0);
+  EXPECT_EQ(off.rate_limit, 2.5);
+  Config bad;
+  const char* neg[] = {"kerneld", "--rate_limit=-1"};
+  EXPECT_NE(ParseFlags(2, const_cast<char**>(neg), &bad, &help), "");
 }
 
 struct stat Obj(uid_t uid, gid_t gid, mode_t mode) {
@@ -122,6 +185,10 @@ TEST(LocalPeer, MayReadWriteFollowsTheOwnersBits) {
   // The object: root's, mode 0600, asked for by nobody.
   EXPECT_NE(MayReadWrite(Obj(0, 0, 0600), 65534u, 65534u), "");
   EXPECT_NE(MayReadWrite(Obj(0, 0, 0600), std::nullopt, std::nullopt), "");
+  // Without a verified uid, only the other bits, and the refusal says why.
+  EXPECT_NE(
+      MayReadWrite(Obj(0, 0, 0660), std::nullopt, std::nullopt).find("without a verified uid"),
+      std::string::npos);
   EXPECT_EQ(MayReadWrite(Obj(0, 0, 0600), 0u, 0u), "");  // root may
   EXPECT_EQ(MayReadWrite(Obj(1000, 1000, 0600), 1000u, 1000u), "");
   EXPECT_NE(MayReadWrite(Obj(1000, 1000, 0400), 1000u, 1000u), "");  // read-only for its owner
