@@ -183,7 +183,6 @@ std::string Daemon::Start() {
            (cfg_.tls_listen.empty()
                 ? std::string(" (address in use or invalid)")
                 : " (address in use or invalid, or --tls_cert / --tls_key do not match)");
-  std::vector<int> tcp_ports;
   for (size_t i = 0; i < addrs.size(); ++i) {
     if (i < n_plain && UnixPeerListener::Serves(addrs[i])) {
       bound_.push_back(addrs[i]);
@@ -192,9 +191,7 @@ std::string Daemon::Start() {
     if (ports[i] == 0) return "cannot listen on " + addrs[i];
     (i < n_plain ? bound_ : tls_bound_)
         .push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" + std::to_string(ports[i]));
-    tcp_ports.push_back(ports[i]);
   }
-  buffer_handlers_->SetServerPorts(std::move(tcp_ports));
   for (auto& l : unix_listeners_) l->Start(server_.get());
   health()->SetServingStatus(true);
   health()->SetServingStatus("kerneld.v1.KernelService", true);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "auth/token_reloader.h"
 #include "build_info.h"
 #include "config.h"
 #include "daemon.h"
@@ -65,16 +66,21 @@ int main(int argc, char** argv) {
     std::printf("kerneld metrics on port %d (/metrics)\n", daemon.metrics_port());
   std::fflush(stdout);
 
+  // SIGHUP's reload runs on a thread of its own, so SIGTERM always finds the
+  // signal thread waiting for it (auth/token_reloader.h).
+  kerneld::server::TokenReloader reloader([&daemon] {
+    if (std::string err = daemon.ReloadTokens(); !err.empty())
+      std::fprintf(stderr, "kerneld: SIGHUP: %s (the previous tokens stay in force)\n",
+                   err.c_str());
+    else
+      std::fprintf(stderr, "kerneld: SIGHUP: re-read --auth_tokens\n");
+  });
   std::thread signals([&] {
     int sig = 0;
     for (;;) {
       sigwait(&sigs, &sig);
       if (sig != SIGHUP) break;
-      if (std::string err = daemon.ReloadTokens(); !err.empty())
-        std::fprintf(stderr, "kerneld: SIGHUP: %s (the previous tokens stay in force)\n",
-                     err.c_str());
-      else
-        std::fprintf(stderr, "kerneld: SIGHUP: re-read --auth_tokens\n");
+      reloader.Request();
     }
     std::fprintf(stderr, "kerneld: %s received; draining in-flight requests\n",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
