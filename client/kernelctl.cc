@@ -227,13 +227,21 @@ int List(KernelClient& c, const std::string& name) {
   if (auto st = c.ListKernels(&r, name); !st.ok()) return Fail(st);
   for (const auto& k : r.kernels()) {
     std::printf("%s: %s\n", k.name().c_str(), k.doc().c_str());
-    for (const auto& i : k.inputs()) {
+    for (int n = 0; n < k.inputs_size(); ++n) {
+      const auto& i = k.inputs(n);
       std::printf("  in  %-14s %s {", i.name().c_str(), i.shape().c_str());
       for (int j = 0; j < i.dtypes_size(); ++j)
         std::printf(
             "%s%s", j ? ", " : "",
             std::string(kerneld::DTypeName(static_cast<kerneld::DType>(i.dtypes(j)))).c_str());
-      std::printf("}\n");
+      std::printf("}");
+      // How `run` draws it, when not uniform values of the rule.
+      const v1::InputGeneration g = GenerationOf(k, n);
+      if (g.kind() == v1::InputGeneration::PROBABILITIES) std::printf(" random: probabilities");
+      if (g.kind() == v1::InputGeneration::INDEX)
+        std::printf(" random: indices below %s", g.upper().c_str());
+      if (!g.shape().empty()) std::printf(" random shape: %s", g.shape().c_str());
+      std::printf("\n");
     }
     for (const auto& o : k.outputs())
       std::printf("  out %-14s %s%s%s\n", o.name().c_str(), o.shape().c_str(),
