@@ -6,6 +6,7 @@
 
 docs/python.md has the rules (streams, ownership, errors).
 """
+from . import _grpc_log  # first: before anything imports grpc (it says why)
 from ._errors import (KerneldError, InvalidArgument, NotFound, FailedPrecondition,
                       ResourceExhausted, Unavailable, DeadlineExceeded, PermissionDenied,
                       Unauthenticated, Cancelled, Internal)

@@ -22,6 +22,10 @@ Semantics are unary Execute's: one RPC per call; a deadline or a
 KeyboardInterrupt cancels the call in the daemon. The wait is cut into 0.2 s
 slices so that Ctrl-C reaches the calling thread.
 
+gRPC's own logging: the library's gRPC core writes INFO lines to stderr
+unless told otherwise, so its first channel is made with GRPC_VERBOSITY as
+kerneld/_grpc_log.py says (ERROR unless the user asks for more).
+
 Spinning (spin_us): a thread that sleeps while its call is in flight is woken
 when the response comes, and on virtual machines that wake-up is dear (tens
 of microseconds, more the longer the core slept). So a call first
@@ -38,6 +42,7 @@ import time
 
 import grpc
 
+from . import _grpc_log
 from ._channel import _read
 from ._errors import error_for, invalid_argument
 
@@ -72,6 +77,23 @@ def _candidates():
         out.append(found)
     out.append("libkerneld_native.so")  # $LD_LIBRARY_PATH
     return out, None
+
+
+_verbosity_set = False
+
+
+def _with_grpc_verbosity(fn, *args):
+    """fn(*args) with GRPC_VERBOSITY set for the library's gRPC core, which
+    reads it once, at its first channel (kerneld/_grpc_log.py says why)."""
+    global _verbosity_set
+    if _verbosity_set:
+        return fn(*args)
+    with _lock:
+        if _verbosity_set:
+            return fn(*args)
+        _verbosity_set = True
+        with _grpc_log.verbosity():
+            return fn(*args)
 
 
 def _declare(lib):
@@ -163,10 +185,10 @@ class NativeCalls:
             values.append(str(v).encode())
         n = len(keys)
         err = ctypes.create_string_buffer(512)
-        self._ch = lib.kd_channel_new(
-            target.encode(), use_tls, ca, len(ca or b""), cert, len(cert or b""), key,
-            len(key or b""), (server_name or "").encode(), (ctypes.c_char_p * n)(*keys),
-            (ctypes.c_char_p * n)(*values), n, err, len(err))
+        self._ch = _with_grpc_verbosity(
+            lib.kd_channel_new, target.encode(), use_tls, ca, len(ca or b""), cert,
+            len(cert or b""), key, len(key or b""), (server_name or "").encode(),
+            (ctypes.c_char_p * n)(*keys), (ctypes.c_char_p * n)(*values), n, err, len(err))
         if not self._ch:
             raise invalid_argument("kerneld.Client: rpc='native' could not open a channel to %s: %s" %
                              (target, err.value.decode(errors="replace")))

@@ -2,7 +2,10 @@
 
 The binary: $KERNELD_BIN, else the repository's build-cpu/ or build/ tree
 (scripts/test builds build/). Each daemon listens on 127.0.0.1:0 and a unix
-socket and reports its address through --ready_file.
+socket and reports its address through --ready_file. Clients connect to the
+unix socket (.target), where the daemon learns their uid from the kernel and
+lets them register their own shared memory; .tcp is the TCP address, where an
+anonymous caller may register only objects every user can open.
 """
 import os
 import shutil
@@ -44,7 +47,8 @@ class Daemon:
         self.log = os.path.join(self.dir, "stderr.log")
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
-        self.target = None
+        self.target = None  # the unix socket, once the daemon is up
+        self.tcp = None
         self.metrics_port = None  # with --metrics_listen=... among flags
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -52,31 +56,44 @@ class Daemon:
                 for line in open(ready):
                     kind, _, value = line.strip().partition(" ")
                     if kind == "grpc" and not value.startswith("unix"):  # unix: and unix-abstract:
-                        self.target = value
+                        self.tcp = value
                     elif kind == "metrics":
                         self.metrics_port = int(value.rsplit(":", 1)[-1])
-            if self.target:
+            if self.tcp:
                 break
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)
-        if not self.target:
+        if not self.tcp:
             self.stop()
             raise RuntimeError("kerneld did not start (%s):\n%s" % (" ".join(args), open(self.log).read()))
-        if self.target.startswith("0.0.0.0:"):
-            self.target = "127.0.0.1:" + self.target.split(":")[1]
+        if self.tcp.startswith("0.0.0.0:"):
+            self.tcp = "127.0.0.1:" + self.tcp.split(":")[1]
+        self.target = self.unix
 
-    def requests_ok(self, op):
-        """kerneld_requests_total{op, code="OK"} from this daemon's /metrics."""
+    def metric(self, name, *labels):
+        """The sum of `name`'s series from this daemon's /metrics whose labels
+        include every 'key="value"' in labels (needs --metrics_listen=...)."""
         import urllib.request
+        assert self.metrics_port, "start the daemon with --metrics_listen=127.0.0.1:0"
         text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
                                       timeout=10).read().decode()
         total = 0.0
         for line in text.splitlines():
-            if (line.startswith("kerneld_requests_total{") and 'op="%s"' % op in line
-                    and 'code="OK"' in line):
+            if ((line.startswith(name + "{") or line.startswith(name + " "))
+                    and all(l in line for l in labels)):
                 total += float(line.rsplit(" ", 1)[1])
         return total
+
+    def requests_ok(self, op):
+        """kerneld_requests_total{op, code="OK"} from this daemon's /metrics."""
+        return self.metric("kerneld_requests_total", 'op="%s"' % op, 'code="OK"')
+
+    def wait_running(self, n=1, timeout=30):
+        """Waits until n requests execute on the daemon's workers (its
+        kerneld_inflight_requests gauge): a call is then surely in flight."""
+        wait_until(lambda: self.metric("kerneld_inflight_requests") >= n, timeout,
+                   "%d request(s) running in the daemon" % n)
 
     def terminate(self):
         if self.proc.poll() is None:
@@ -115,6 +132,17 @@ def new_daemon():
     yield make
     for d in made:
         d.stop()
+
+
+def wait_until(cond, timeout=30, what="the condition"):
+    """Polls cond() until it is true; fails after `timeout` seconds saying what
+    it waited for. The way tests wait for another thread or process to reach
+    a state, never a fixed sleep."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("waited %.0f s for %s" % (timeout, what))
+        time.sleep(0.005)
 
 
 def run_in_threads(work, n=8):

@@ -82,7 +82,8 @@ def _free_port():
 
 def test_daemon_restart_reopens_the_stream():
     port = _free_port()
-    d = Daemon("--enable_test_ops=true", listen="127.0.0.1:%d" % port)
+    d = Daemon("--enable_test_ops=true", "--metrics_listen=127.0.0.1:0",
+               listen="127.0.0.1:%d" % port)
     c = kerneld.Client("127.0.0.1:%d" % port, timeout=30, rpc="stream")
     x = np.arange(32, dtype=np.float32)
     try:
@@ -99,7 +100,7 @@ def test_daemon_restart_reopens_the_stream():
                 got.append(e)
         t = threading.Thread(target=sleeper)
         t.start()
-        time.sleep(0.3)
+        d.wait_running(1)  # in flight when the daemon dies
         d.stop()
         t.join(10)
         assert got and isinstance(got[0], kerneld.Unavailable), got

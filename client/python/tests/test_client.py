@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kerneld
-from conftest import daemon_help, run_in_threads
+from conftest import daemon_help, run_in_threads, wait_until
 
 # ---- ValueError before anything is sent ----
 
@@ -116,17 +116,24 @@ def test_unavailable_no_daemon():
 
 
 def test_unavailable_draining(new_daemon):
-    d = new_daemon("--enable_test_ops=true", "--drain_timeout_s=10")
+    d = new_daemon("--enable_test_ops=true", "--drain_timeout_s=10", "--metrics_listen=127.0.0.1:0")
     c = kerneld.Client(d.target, timeout=20)
     c.ops()
-    t = threading.Thread(target=lambda: c.call("_test_sleep", x=np.ones(1, np.float32), ms=1500.0))
+    t = threading.Thread(target=lambda: c.call("_test_sleep", x=np.ones(1, np.float32), ms=3000.0))
     t.start()
-    time.sleep(0.3)
+    d.wait_running(1)  # the drain waits for it
     d.terminate()
-    time.sleep(0.2)
-    with pytest.raises(kerneld.Unavailable) as e:
-        c.scale(np.ones(2, np.float32), factor=1.0)
-    assert "shutting down" in e.value.message
+    refused = []
+
+    def draining():  # calls succeed until the daemon has begun to drain
+        try:
+            c.scale(np.ones(2, np.float32), factor=1.0)
+            return False
+        except kerneld.Unavailable as e:
+            refused.append(e)
+            return True
+    wait_until(draining, 20, "the daemon to refuse calls while it drains")
+    assert "shutting down" in refused[0].message
     t.join()
     c.close()
 
@@ -140,7 +147,7 @@ def test_deadline_exceeded(client):
 def test_permission_denied(new_daemon):
     flags = ["--allow_insecure_remote"] if "--allow_insecure_remote" in daemon_help() else []
     d = new_daemon(*flags, listen="0.0.0.0:0")
-    c = kerneld.Client(d.target)
+    c = kerneld.Client(d.tcp)  # a TCP listener open to other hosts
     with pytest.raises(kerneld.PermissionDenied) as e:
         c.scale(np.ones(4, np.float32), factor=2.0, via="shm")
     assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
@@ -244,7 +251,7 @@ def test_tls_and_client_certificate(tmp_path):
 
 
 def test_dns_round_robin(daemon):
-    port = daemon.target.rsplit(":", 1)[1]
+    port = daemon.tcp.rsplit(":", 1)[1]
     c = kerneld.Client("dns:///localhost:%s" % port, lb="round_robin", timeout=20)
     assert ("grpc.lb_policy_name", "round_robin") in c._opts
     assert (c.scale(np.ones(3, np.float32), factor=2.0) == 2).all()
@@ -266,7 +273,7 @@ def test_round_robin_spreads_calls_over_two_daemons(new_daemon):
     a = new_daemon("--metrics_listen=127.0.0.1:0")
     b = new_daemon("--metrics_listen=127.0.0.1:0")
     assert a.metrics_port and b.metrics_port
-    target = "ipv4:%s,%s" % (a.target, b.target)  # gRPC's static resolver: two addresses
+    target = "ipv4:%s,%s" % (a.tcp, b.tcp)  # gRPC's static resolver: two addresses
     x = np.arange(5, dtype=np.float32)
     c = kerneld.Client(target, lb="round_robin", timeout=20)
     assert c.rpc in ("unary", "native_unary")  # one RPC per call: a stream would stay on one daemon

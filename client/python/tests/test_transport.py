@@ -12,6 +12,7 @@ import pytest
 
 import kerneld
 from kerneld._transport import CallStream
+from conftest import wait_until
 
 
 class _RpcError(grpc.RpcError):
@@ -58,6 +59,8 @@ class _FakeCall:
     def _answer(self, req):
         if self.hold is not None:
             self.hold.wait()
+        if getattr(req, "gate", None) is not None:  # an Event: this response waits for it
+            req.gate.wait()
         self.out.put(types.SimpleNamespace(request_id=req.request_id, value=req.value))
 
     def __iter__(self):
@@ -85,8 +88,15 @@ class _FakeCall:
             self.out.put(_RpcError(grpc.StatusCode.CANCELLED, "Cancelled"))
 
 
-def _req(value, delay=0.0):
-    return types.SimpleNamespace(value=value, delay=delay, request_id="")
+def _req(value, delay=0.0, gate=None):
+    return types.SimpleNamespace(value=value, delay=delay, request_id="", gate=gate)
+
+
+def _reading(cs, srv, thread_name, pending=1):
+    """True once `thread_name` reads the stream with `pending` calls waiting."""
+    c = cs._conn
+    return (c is not None and c.leading and thread_name in srv.readers
+            and len(c.pending) >= pending)
 
 
 def test_one_caller_reads_its_own_response():
@@ -136,14 +146,15 @@ def test_leader_hands_over_when_its_response_comes_first():
     cs = CallStream(srv.open, None)
     got = {}
 
-    def call(name, delay):
-        got[name] = cs.execute(_req(name, delay)).value
-    slow = threading.Thread(target=call, args=("slow", 0.4))
+    def call(name, delay, gate=None):
+        got[name] = cs.execute(_req(name, delay, gate)).value
+    gate = threading.Event()  # slow's response comes when the test says
+    slow = threading.Thread(target=call, args=("slow", 0.0, gate), name="slow")
     slow.start()
-    time.sleep(0.1)  # slow is the reader now
-    t0 = time.monotonic()
+    wait_until(lambda: _reading(cs, srv, "slow"), 10, "slow to read the stream")
     call("fast", 0.0)  # waits as a follower; slow's thread hands it its response
-    assert time.monotonic() - t0 < 0.3
+    assert "slow" not in got  # fast's came first, through slow's thread
+    gate.set()
     slow.join(5)
     assert got == {"slow": "slow", "fast": "fast"}
     # and the other way round: the reader's own response first, the rest wait
@@ -164,9 +175,10 @@ def test_deadline_while_another_thread_reads():
     cs = CallStream(srv.open, None)
     late = []
     out = []
-    leader = threading.Thread(target=lambda: out.append(cs.execute(_req("long", 1.0)).value))
+    leader = threading.Thread(target=lambda: out.append(cs.execute(_req("long", 1.0)).value),
+                              name="leader")
     leader.start()
-    time.sleep(0.1)
+    wait_until(lambda: _reading(cs, srv, "leader"), 10, "the leader to read the stream")
     t0 = time.monotonic()
     with pytest.raises(kerneld.DeadlineExceeded):
         cs.execute(_req("abandoned", 0.6), timeout=0.1, on_abandon=lambda: lambda: late.append(1))
@@ -215,8 +227,8 @@ def test_stream_failure_while_a_caller_reads():
     th = [threading.Thread(target=call, args=("t%d" % i, None if i % 2 else 30.0)) for i in range(6)]
     for t in th:
         t.start()
-    time.sleep(0.2)
-    assert cs._conn.leading
+    wait_until(lambda: cs._conn.leading and len(cs._conn.pending) == 6 and srv.reads == 1, 10,
+               "six calls waiting and one reading")
     first.fail()
     for t in th:
         t.join(5)
@@ -242,14 +254,13 @@ def test_interrupted_reader_fails_the_others_and_the_stream_reopens():
             res[name] = cs.execute(_req(name, 10.0), **kw).value
         except BaseException as e:  # noqa: BLE001 - checked below
             res[name] = e
-    reader = threading.Thread(target=call, args=("reader",),
+    reader = threading.Thread(target=call, args=("reader",), name="reader",
                               kwargs={"on_abandon": lambda: abandoned.append(1) or (lambda: None)})
     reader.start()
-    time.sleep(0.1)
-    assert cs._conn.leading
+    wait_until(lambda: _reading(cs, srv, "reader"), 10, "the reader to read the stream")
     other = threading.Thread(target=call, args=("other",))
     other.start()
-    time.sleep(0.1)
+    wait_until(lambda: len(cs._conn.pending) == 2, 10, "the other call to wait")
     first.out.put(KeyboardInterrupt())  # comes out of the reader's next()
     reader.join(5)
     other.join(5)
@@ -274,7 +285,7 @@ def test_close_fails_a_waiter_with_a_deadline():
             res.append(e)
     t = threading.Thread(target=call)
     t.start()
-    time.sleep(0.1)
+    wait_until(lambda: cs._conn is not None and cs._conn.pending, 10, "the call to be sent")
     cs.close()
     t.join(5)
     assert not t.is_alive() and res and res[0].code == grpc.StatusCode.CANCELLED
