@@ -1,10 +1,12 @@
 #include "daemon.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +58,54 @@ std::string ProbeTcp(const std::string& addr) {
   return err;
 }
 
+// Shuts down, both ways, every stream socket of this process whose local
+// address is a gRPC address of the daemon: its listeners and the
+// connections they accepted. A client's call then fails UNAVAILABLE at the
+// transport instead of reaching gRPC's shutdown, which answers a call
+// arriving once it began with CANCELLED; data already written still goes
+// out before the FIN. gRPC owns these sockets: it sees them fail and closes
+// them itself.
+void ShutdownServingSockets(const std::vector<int>& tcp_ports,
+                            const std::vector<std::string>& unix_paths) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  std::vector<int> fds;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (*end == '\0' && end != e->d_name && fd != dirfd(dir)) fds.push_back(static_cast<int>(fd));
+  }
+  closedir(dir);
+  // Listeners first, so that no client reconnects meanwhile.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int fd : fds) {
+      int type = 0, listening = 0;
+      socklen_t len = sizeof type;
+      if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+      len = sizeof listening;
+      if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0) continue;
+      if ((listening != 0) != (pass == 0)) continue;
+      sockaddr_storage ss{};
+      len = sizeof ss;
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
+      bool ours = false;
+      if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+        const int port =
+            ntohs(ss.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in*>(&ss)->sin_port
+                                          : reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
+        ours = std::find(tcp_ports.begin(), tcp_ports.end(), port) != tcp_ports.end();
+      } else if (ss.ss_family == AF_UNIX && len > offsetof(sockaddr_un, sun_path)) {
+        const auto* un = reinterpret_cast<const sockaddr_un*>(&ss);
+        const std::string path(un->sun_path,
+                               strnlen(un->sun_path, len - offsetof(sockaddr_un, sun_path)));
+        ours = !path.empty() &&
+               std::find(unix_paths.begin(), unix_paths.end(), path) != unix_paths.end();
+      }
+      if (ours) shutdown(fd, SHUT_RDWR);
+    }
+  }
+}
+
 }  // namespace
 
 Daemon::Daemon(Config cfg) : cfg_(std::move(cfg)) {}
@@ -72,6 +122,7 @@ Daemon::~Daemon() {
   if (metrics_) metrics_->SetSources(nullptr, nullptr);  // before devices and buffers go
   if (devices_) devices_->StopAll();
   if (auth_ && CallAuthenticator() == auth_.get()) SetCallAuthenticator(nullptr);
+  if (streams_ && CurrentStreamRegistry() == streams_.get()) SetStreamRegistry(nullptr);
 }
 
 void Daemon::StopUnixListeners() {
@@ -103,6 +154,9 @@ std::string Daemon::Start() {
     trace_ = std::make_unique<TraceWriter>(cfg_.trace_file, cfg_.trace_sample_rate);
     if (!trace_->ok()) return trace_->error();
   }
+  streams_ = std::make_unique<StreamRegistry>(
+      StreamRegistry::Limits{cfg_.max_streams, cfg_.quota_streams});
+  SetStreamRegistry(streams_.get());
   runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(),
                                             trace_.get());
   buffer_handlers_ = std::make_unique<BufferHandlers>(cfg_, *devices_, *buffers_);
@@ -125,6 +179,9 @@ std::string Daemon::Start() {
   grpc::ServerBuilder builder;
   // Two daemons must never share a port silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Calls one connection may have open at once (HTTP/2 SETTINGS); the
+  // daemon-wide and per-principal stream limits are the StreamRegistry's.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, cfg_.max_streams_per_connection);
   const int max_bytes = cfg_.max_message_mb * 1024 * 1024;
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);
@@ -233,33 +290,50 @@ void Daemon::Shutdown() {
   if (!server_) return;
   health()->SetServingStatus(false);
   if (sync_health_) sync_health_->Shutdown();  // ends its Watch streams
-  // Stop accepting work, let what was accepted finish (bounded by the drain
-  // timeout), then shut the server down at once. gRPC's own Shutdown(deadline)
-  // would also wait out idle client connections (seconds), so the waiting
-  // for in-flight requests is ours.
+  // Stop accepting work: new requests and streams are answered UNAVAILABLE
+  // by the handlers, and every open ExecuteStream ends UNAVAILABLE once the
+  // answers it owes are written (an idle one at once).
   runner_->BeginDrain();
-  const auto start = std::chrono::steady_clock::now();
+  streams_->BeginDrain();
+  std::fprintf(stderr,
+               "kerneld: drain started: health NOT_SERVING; new requests and streams are "
+               "answered UNAVAILABLE\n");
   const auto deadline =
-      start + std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
-  // gRPC's shutdown cancels every call it still holds, and calls that arrive
-  // once it began are killed too: clients read CANCELLED. So it waits until
-  // nothing runs and no request was answered (UNAVAILABLE, while draining)
-  // for kDrainQuiet: by then the answers given are on the wire and the
-  // clients have stopped sending here.
-  uint64_t answered = metrics_->RequestsAnswered();
-  auto last_answer = start;
-  for (auto now = start; now < deadline; now = std::chrono::steady_clock::now()) {
-    if (const uint64_t n = metrics_->RequestsAnswered(); n != answered) {
-      answered = n;
-      last_answer = now;
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
+  // Exit follows the last in-flight request, not the last client: a client
+  // that keeps calling is answered UNAVAILABLE meanwhile and does not hold
+  // the drain. Streams signal their end; the runner's count is polled.
+  bool drained = streams_->WaitAllClosed(deadline);
+  while (drained && runner_->inflight() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      drained = false;
+      break;
     }
-    if (runner_->inflight() == 0 && now - last_answer >= kDrainQuiet) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(kDrainPoll);
   }
-  if (runner_->inflight() > 0)
-    std::fprintf(stderr, "kerneld: drain timeout: cancelling %d requests\n", runner_->inflight());
+  if (!drained)
+    std::fprintf(stderr, "kerneld: drain timeout: cancelling %d requests and %lld streams\n",
+                 runner_->inflight(), static_cast<long long>(streams_->open()));
   StopUnixListeners();  // no new connection may reach a server shutting down
-  server_->Shutdown(std::chrono::system_clock::now());
+  // gRPC's Shutdown kills every call that arrives once it began (clients
+  // read CANCELLED), and a client that keeps calling is always about to
+  // send one. So the connections go first, at the socket: the last answers
+  // are given kAnswerFlush to leave gRPC's buffers, then every connection
+  // is shut down (a call in transit fails UNAVAILABLE), and gRPC's
+  // Shutdown finds nothing left to cancel.
+  if (drained) std::this_thread::sleep_for(kAnswerFlush);
+  std::vector<int> tcp_ports;
+  for (const auto* list : {&bound_, &tls_bound_})
+    for (const auto& a : *list)
+      if (a.rfind("unix:", 0) != 0)
+        tcp_ports.push_back(std::atoi(a.substr(a.rfind(':') + 1).c_str()));
+  std::vector<std::string> unix_paths;
+  for (const auto& a : bound_)
+    if (a.rfind("unix:", 0) == 0) unix_paths.push_back(a.substr(5));
+  ShutdownServingSockets(tcp_ports, unix_paths);
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    (drained ? kShutdownGrace : std::chrono::milliseconds(0)));
   // Not left to the destructor: civetweb's stop otherwise delays exit by up
   // to 2 s (see Metrics::Stop).
   metrics_->Stop();

@@ -21,6 +21,7 @@
 #include "service/health_service.h"
 #include "service/kernel_service.h"
 #include "service/request_runner.h"
+#include "service/stream_registry.h"
 
 namespace kerneld::server {
 
@@ -31,15 +32,20 @@ class Daemon {
 
   // Binds every address and starts serving; "" or a message for the user.
   std::string Start();
-  // Stops accepting (new requests are answered UNAVAILABLE), lets in-flight
-  // requests finish (up to the drain timeout), waits until no request was
-  // answered for kDrainQuiet, then shuts gRPC down and stops the metrics
-  // exposer. Safe to call from a signal thread.
+  // Stops accepting (health NOT_SERVING; new requests and streams are
+  // answered UNAVAILABLE; open streams end UNAVAILABLE once their answers
+  // are written), waits for the requests in flight (up to the drain
+  // timeout), then shuts gRPC down and stops the metrics exposer. Every
+  // call ends OK or UNAVAILABLE. Safe to call from a signal thread.
   void Shutdown();
-  // How long the drain waits with nothing answered before gRPC goes: long
-  // enough for the last answers to reach the wire and for clients to stop
-  // sending here; an idle daemon's exit takes about this long.
-  static constexpr std::chrono::milliseconds kDrainQuiet{100};
+  // How often the drain looks at the runner's in-flight count.
+  static constexpr std::chrono::milliseconds kDrainPoll{1};
+  // Once nothing runs: time for the last answers to leave gRPC's buffers
+  // before the connections are shut down.
+  static constexpr std::chrono::milliseconds kAnswerFlush{50};
+  // gRPC's own shutdown, once the connections are gone: it closes them and
+  // cancels whatever is left at this deadline.
+  static constexpr std::chrono::milliseconds kShutdownGrace{1000};
   void Wait();
 
   const std::vector<std::string>& bound_addresses() const { return bound_; }
@@ -62,6 +68,9 @@ class Daemon {
   std::unique_ptr<SyncHealthService> sync_health_;
   // The health service the daemon reports to: gRPC's default or sync_health_.
   grpc::HealthCheckServiceInterface* health() const;
+  // Open ExecuteStreams: their limits and the drain's list (before server_:
+  // the server's shutdown ends the streams that reference it).
+  std::unique_ptr<StreamRegistry> streams_;
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<grpc::Service> service_;  // KernelServiceImpl, or the sync one (--grpc_api)
   std::unique_ptr<grpc::Server> server_;

@@ -15,6 +15,12 @@
 // that does not parse is told apart from the client's half-close (the typed
 // API reports both as a failed read): it ends the stream with
 // INVALID_ARGUMENT once the responses already due are written.
+//
+// Limits and drain (stream_registry.h): a stream beyond --max_streams or its
+// principal's --quota_streams ends at once with RESOURCE_EXHAUSTED. On
+// SIGTERM every open stream stops reading and, once the responses already
+// due are written, ends with UNAVAILABLE (OK if the client had half-closed),
+// never CANCELLED by the server's shutdown.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -27,6 +33,7 @@
 
 #include "kerneld/v1/kerneld.grpc.pb.h"
 #include "service/request_runner.h"
+#include "service/stream_registry.h"
 
 namespace kerneld::server {
 
@@ -40,7 +47,8 @@ grpc::Status MalformedStreamMessage(int64_t n, size_t bytes);
 // answered by a small INTERNAL one with the same request_id.
 void SerializeStreamResponse(const v1::ExecuteResponse& resp, grpc::ByteBuffer* out);
 
-class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                             public DrainableStream {
  public:
   struct Limits {
     int window = 64;                    // requests in flight + responses queued
@@ -52,6 +60,11 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
+
+  // DrainableStream.
+  void Drain() override;
+  void Ref() override;
+  void Unref() override { Release(); }
 
  private:
   struct Item {
@@ -69,6 +82,9 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   // nothing is running or waiting to be written; sets *st.
   bool ShouldFinishLocked(grpc::Status* st);
   void Release();  // drops one reference; the last deletes this
+  // Issues the read decided under mu_ (reading_ set, starting_reads_
+  // counted), then finishes the stream if that waited for the read to start.
+  void IssueRead();
 
   grpc::CallbackServerContext* ctx_;
   RequestRunner& runner_;
@@ -86,6 +102,14 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   bool writing_ = false;
   bool broken_ = false;  // a write failed or the call was cancelled
   bool finished_ = false;
+  // Reads decided under mu_ whose StartRead is not issued yet. Only the
+  // drain finishes a stream with a read outstanding (gRPC then fails the
+  // read); never before the read is issued (a StartRead after Finish
+  // touches a finished call).
+  int starting_reads_ = 0;
+  bool draining_ = false;               // SIGTERM: read no more, end UNAVAILABLE
+  StreamRegistry* registry_ = nullptr;  // counted there while open
+  Principal principal_;
   std::optional<grpc::Status> error_;  // the stream's status once what is due is written
   // References: gRPC's (until OnDone) + one per in-flight request, so a
   // worker completing after a cancelled stream never touches freed memory.
