@@ -3,7 +3,8 @@
 # `pip install ./client/python[test]` (grpcio, protobuf, numpy and the stubs
 # generated from proto/ at build time), then pytest against real daemons on
 # loopback (CPU backend where there is no GPU; the `gpu` tests are left to
-# tests/gpu_pass.sh).
+# tests/gpu_pass.sh). First, a second venv with the oldest protobuf the
+# package allows, installed from a read-only copy of the source.
 # Usage: client/python/tests/run.sh [KERNELD_BIN] [pytest args...]
 #   KERNELD_BIN defaults to build/server/kerneld; the venv is build/pyvenv
 #   ($KERNELD_PY_VENV), made anew each run.
@@ -38,6 +39,33 @@ fi
 # Run from the tests folder's parent's parent so that the source tree's
 # kerneld/ never shadows the installed package.
 cd "$ROOT"
+
+# The oldest protobuf pyproject.toml allows, installed from a read-only copy
+# of the source (pip must write nothing there) into a second fresh venv; its
+# error and native tests then run against a real daemon.
+LOW=$(sed -n 's/.*"protobuf>=\([0-9.]*\).*/\1/p' "$ROOT/client/python/pyproject.toml")
+[[ -n $LOW ]] || { echo "python tests: no protobuf>= in pyproject.toml" >&2; exit 2; }
+RO=$(mktemp -d)
+trap 'chmod -R u+w "$RO"; rm -rf "$RO"' EXIT
+mkdir -p "$RO/client"
+cp -r "$ROOT/proto" "$RO/proto"
+cp -r "$ROOT/client/python" "$RO/client/python"
+rm -rf "$RO/client/python/build" "$RO/client/python/"*.egg-info "$RO/client/python/kerneld/_proto"
+touch "$RO/copied"
+chmod -R a-w "$RO"
+rm -rf "$VENV-lowest"
+python3 -m venv "$VENV-lowest"
+"$VENV-lowest/bin/python" -m pip install -q "$RO/client/python[test]" "protobuf==$LOW"
+if [[ -n $(find "$RO" -newer "$RO/copied" -print -quit) ]]; then
+  echo "python tests: pip install wrote into the read-only source:" >&2
+  find "$RO" -newer "$RO/copied" >&2
+  exit 1
+fi
+"$VENV-lowest/bin/python" -c 'import google.protobuf as p, sys; v = p.__version__; print("python tests: read-only install with protobuf", v); sys.exit(v != sys.argv[1] + ".0")' "$LOW"
+KERNELD_BIN=$BIN KERNELD_NATIVE_LIB=$NATIVE "$VENV-lowest/bin/pytest" -q -m "not gpu" -p no:cacheprovider \
+  client/python/tests/test_errors.py client/python/tests/test_native.py "$@"
+rm -rf "$VENV-lowest"
+
 echo "python tests: with libkerneld_native ($NATIVE)"
 KERNELD_BIN=$BIN KERNELD_NATIVE_LIB=$NATIVE "$VENV/bin/pytest" -q -m "not gpu" -p no:cacheprovider client/python/tests "$@"
 echo "python tests: without it (KERNELD_NATIVE_LIB=0)"
