@@ -3,7 +3,7 @@
 // goes through these in libstdc++). The count is written to
 // $ALLOC_COUNT_OUT when the process exits normally. A nearly deterministic
 // measure of a server's allocations a request where timings on a shared
-// machine are noisy: bench/allocs_per_request.sh runs a server under it
+// machine are noisy: bench/host_ab.sh allocs runs a server under it
 // twice, a short run and a loaded one, and divides the difference by the
 // requests served between them. (valloc and pvalloc are not counted.)
 #define _GNU_SOURCE

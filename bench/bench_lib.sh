@@ -1,12 +1,14 @@
-# Sourced by the bench scripts (bash): helpers they share.
+# shellcheck shell=bash
+# Sourced by the bench scripts (bash): the preamble and helpers they share.
 
-# The bundle scripts/device_bundle made, on the device machine: the carried
+# The bundle scripts/device_bundle made, on the GPU machine: the tarball
 # .device/kerneld.tar.gz unpacked into $BUNDLE (default .device/kerneld),
-# unless that very tarball's unpacking is already there. A warm machine keeps
-# earlier calls' files, and measuring an older bundle's binaries would be
-# wrong: the stamp holds the tarball's checksum (no clock involved). A folder
-# with binaries and no stamp (carried unpacked, or a BUNDLE= of your own) is
-# left alone. Sets B. Fails, saying why, when the tarball does not unpack.
+# unless that very tarball's unpacking is already there. A machine that
+# stays up between runs keeps earlier runs' files, and measuring an older
+# bundle's binaries would be wrong: the stamp holds the tarball's checksum (no
+# clock involved). A folder with binaries and no stamp (copied unpacked, or a
+# BUNDLE= of your own) is left alone. Sets B. Fails, saying why, when the
+# tarball does not unpack.
 bench_unpack_bundle() {
   B=${BUNDLE:-.device/kerneld}
   local tarball=.device/kerneld.tar.gz sum
@@ -22,13 +24,87 @@ bench_unpack_bundle() {
 }
 
 # bench_unpack_bundle, then the environment the bench scripts read
-# (KERNELD, KERNELCTL, ECHO_FLOOR, LD_LIBRARY_PATH). Sets B and OUT (default
-# gpu-logs).
+# (KERNELD, KERNELCTL, ECHO_FLOOR, KERNELD_BINARY for the gpu tests,
+# LD_LIBRARY_PATH). Sets B.
 bench_use_bundle() {
   bench_unpack_bundle || return 1
-  OUT=${OUT:-gpu-logs}
+  [[ -x $B/bin/kerneld ]] || {
+    echo "$(basename "$0"): no $B/bin/kerneld (scripts/device_bundle makes .device/kerneld and .device/kerneld.tar.gz)" >&2
+    return 1
+  }
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   export KERNELD=$B/bin/kerneld KERNELCTL=$B/bin/kernelctl ECHO_FLOOR=$B/bench/kerneld_echo_floor
+  export KERNELD_BINARY=$PWD/$B/bin/kerneld
+}
+
+# The binaries a service bench drives: KERNELD, KERNELCTL and ECHO_FLOOR when
+# set, else those of the build tree $1 (default build), or of the bundle when
+# $1 is "bundle". Sets kerneld, kernelctl and floor; exits 2 when one is
+# missing.
+bench_binaries() {
+  if [[ ${1:-} == bundle ]]; then bench_use_bundle || exit 2; fi
+  local build=${1:-build}
+  kerneld=${KERNELD:-$build/server/kerneld}
+  kernelctl=${KERNELCTL:-$build/client/kernelctl}
+  floor=${ECHO_FLOOR:-$build/bench/kerneld_echo_floor}
+  local b
+  for b in "$kerneld" "$kernelctl" "$floor"; do
+    [[ -x $b ]] || {
+      echo "$(basename "$0"): no $b (build kerneld kernelctl kerneld_echo_floor, or set KERNELD, KERNELCTL, ECHO_FLOOR)" >&2
+      exit 2
+    }
+  done
+}
+
+# A scratch folder in `dir` (/tmp/NAME-XXXXXX), empty `pids` and
+# `server_env` arrays, and
+# bench_stop_on_exit: the servers started with bench_start_* stop, and the
+# folder goes, however the script ends.
+bench_workdir() {
+  dir=$(mktemp -d "/tmp/$1-XXXXXX")
+  pids=()
+  server_env=()
+  bench_stop_on_exit
+}
+
+# On exit (normal or not): stop the servers whose pids the caller appended
+# to its `pids` array, wait for them, and remove its `dir`. Both are the
+# caller's globals, set before this is called.
+bench_stop_on_exit() {
+  # shellcheck disable=SC2154  # p is the trap's own loop variable
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+        for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+        rm -rf "$dir"' EXIT
+}
+
+# bench_start_kerneld NAME [flags...]: kerneld on loopback TCP (and whatever
+# the flags add), its ready file $dir/NAME.ready and log $dir/NAME.log, with
+# the caller's server_env array (VAR=value words) in its environment; sets
+# spid and appends it to pids. Prints nothing; ready_tcp waits for it.
+bench_start_kerneld() {
+  local name=$1
+  shift
+  rm -f "$dir/$name.ready"
+  env "${server_env[@]}" "$kerneld" --listen=127.0.0.1:0 --metrics_listen=off --ready_file="$dir/$name.ready" "$@" \
+    >"$dir/$name.log" 2>&1 &
+  spid=$!
+  pids+=("$spid")
+}
+
+# bench_start_floor NAME [flags...]: the echo floor, the same way.
+bench_start_floor() {
+  local name=$1
+  shift
+  rm -f "$dir/$name.ready"
+  env "${server_env[@]}" "$floor" --listen 127.0.0.1:0 --ready_file "$dir/$name.ready" "$@" >"$dir/$name.log" 2>&1 &
+  spid=$!
+  pids+=("$spid")
+}
+
+# bench_stop PID: stops one server started above and waits for it.
+bench_stop() {
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
 }
 
 # Waits for a ready file's "grpc ADDR" lines (kerneld's and
@@ -46,11 +122,7 @@ ready_tcp() {
   exit 1
 }
 
-# On exit (normal or not): stop the servers whose pids the caller appended
-# to its `pids` array, wait for them, and remove its `dir`. Both are the
-# caller's globals, set before this is called.
-bench_stop_on_exit() {
-  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-        for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-        rm -rf "$dir"' EXIT
+# The GPU's name and driver, or "no GPU".
+bench_gpu() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"
 }

@@ -1,5 +1,5 @@
 // How a GPU request's launch-to-done span splits, with no server around it
-// (issue 12: kerneld's "launch" + "kernel done" stages took 34 us for a 3 us
+// (kerneld's "launch" + "kernel done" stages once took 34 us for a 3 us
 // kernel where a local launch + synchronize takes about 10). One thread, one
 // non-blocking stream, `scale` on 4096 float16 in device memory (kerneld's
 // own launcher, kernels/ops/scale/cuda.cuh), p50 and p99 of 3000 runs of

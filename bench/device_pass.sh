@@ -1,38 +1,343 @@
 #!/usr/bin/env bash
-# A whole device pass in one call, over the bundle (scripts/device_bundle):
-#   PARTS=kernels  the gpu tests, kernel_bench old against new
-#                  (.device/base/kernel_bench) and the peers (bench/kernel_pass.sh)
-#   PARTS=service  kerneld beside the echo floor and scale on a CUDA IPC buffer
-#                  (bench/gpu_service_pass.sh, short windows), then the Python
-#                  client's gpu tests and its p50 against kernelctl
-#                  (client/python/tests/gpu_pass.sh, wheels in .whl)
-#   PARTS="kernels service" both (the default).
-# Logs under $OUT; each part prints its own short table last.
-#   run(command="bench/device_pass.sh", carry=[".device/kerneld.tar.gz",
-#       ".device/base", ".device/peers", ".whl"])
+# The pass on the GPU machine, in parts, from the repository root, over the
+# bundle scripts/device_bundle made (.device/kerneld, or the tarball
+# .device/kerneld.tar.gz, which is unpacked here):
+#
+#   bench/device_pass.sh [PARTS]          PARTS: comma- or space-separated
+#   PARTS=tests,kernels bench/device_pass.sh
+#
+# Parts (each a function below, logs under $OUT/PART, its own short table):
+#   tests      every gpu test binary of the bundle
+#   smoke      kerneld on the GPU driven by kernelctl: scale in each dtype,
+#              gemm's per-request ranking, the zero-copy round trips (CUDA
+#              IPC, server buffer, shm, inline), again with --worker_spin_us
+#   kernels    kernel_bench with L2 flushed clean (OPS, DTYPES, SHAPES narrow
+#              it; gemm again after a dirty flush); with an older kernel_bench
+#              in .device/base, old against new in one run, interleaved, and
+#              the rows whose ratio moved by more than TOL (0.02) flagged
+#   peers      bench/peers.py: torch eager, and FlashInfer's norms when
+#              .device/peers/flashinfer_peer is there, on kernel_bench's
+#              records (PEER_OPS, PEER_SHAPES)
+#   service    kerneld beside the echo floors (bench/perf_compare.sh): 16
+#              float32 inline, then scale on 4096 float16 in a CUDA IPC buffer
+#              beside the floor started with --kernel; completion_bench
+#   goals      the service goals table: kerneld default and --grpc_api=sync
+#              against both floors on each goal's request
+#              (bench/service_goals_table.py), then the work amplification
+#              (bench/host_ab.sh work), stream and unary
+#   latency    service_latency_bench, cuda and cpu backends
+#   python     the Python client: the wheels in .whl
+#              (client/python/tests/gpu_wheels.sh makes them) installed in
+#              /tmp/site, its gpu tests against the bundle's daemon,
+#              bench_scale.py (p50 against kernelctl's) and profile_ipc.py
+#              (SKIP_PROFILE=1 skips it); GPU_PASS_NATIVE=0 runs on grpcio
+#   breakdown  where the Python call's time goes: native_call_probe,
+#              call_breakdown.py (ROUNDS) and gap_probe.py
+#   labs       the labs in .device/lab (built only with -DKERNELD_LABS=ON;
+#              bench/labs/README.md): gemm_decode_lab's checks and sweep,
+#              softmax_floor_lab
+# Default: tests,smoke,kernels,latency. WINDOW_MS (250) and MAX_WINDOWS (4)
+# set the service parts' windows, KERNELD_FLAGS extra daemon flags. Logs go
+# to $OUT (gpu-logs), packed as $OUT/logs.tgz at the end; the exit status is
+# 1 when a part failed, 2 for a part this script does not know.
+# shellcheck disable=SC2317  # the parts are called by name (part_$part)
 set -uo pipefail
+here=$(dirname "$0")
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
+case ${1:-} in -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+parts=${1:-${PARTS:-tests,smoke,kernels,latency}}
+parts=${parts//,/ }
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-B=.device/kerneld
-# shellcheck source=bench/bench_lib.sh
-source "$(dirname "$0")/bench_lib.sh"
-bench_unpack_bundle || exit 1
-rc=0
-for part in ${PARTS:-kernels service}; do
-  case $part in
-    kernels)
-      mkdir -p "$OUT/kernels"
-      OUT=$OUT/kernels bench/kernel_pass.sh 2>&1 | tail -${TAIL:-120} || rc=1
-      ;;
-    service)
-      mkdir -p "$OUT/service" "$OUT/python"
-      SKIP_TESTS=1 LEVELS=${LEVELS:-1,32} WINDOW_MS=${WINDOW_MS:-250} MAX_WINDOWS=${MAX_WINDOWS:-4} \
-        OUT=$OUT/service bench/gpu_service_pass.sh 2>&1 | tail -${TAIL:-120} || rc=1
-      OUT=$OUT/python client/python/tests/gpu_pass.sh >"$OUT/python/pass.txt" 2>&1 || rc=1
-      grep -E "passed|failed|error" "$OUT/python/pass.txt" | tail -3
-      tail -25 "$OUT/python/bench.txt" 2>/dev/null
-      ;;
-    *) echo "device_pass: unknown part $part"; rc=2 ;;
-  esac
+OUT=$(cd "$OUT" && pwd)
+bench_use_bundle || exit 2
+export PYTHONUNBUFFERED=1
+window_ms=${WINDOW_MS:-250}
+max_windows=${MAX_WINDOWS:-4}
+summary=()
+failed=0
+
+# note NAME RC: one summary row; a nonzero RC fails the pass.
+note() {
+  summary+=("$(printf '%-34s %s' "$1" "$([[ $2 == 0 ]] && echo PASS || echo "FAIL rc=$2")")")
+  [[ $2 == 0 ]] || failed=1
+}
+
+# A kerneld on the GPU for the parts that drive one; sets T (its TCP
+# address), U (its unix socket: a caller there has a verified uid, which
+# registering shared memory needs) and kp. Extra flags follow.
+start_daemon() {
+  rm -f "$dir/k.ready" "$dir/k.sock"
+  U=unix:$dir/k.sock
+  # shellcheck disable=SC2086  # KERNELD_FLAGS split on purpose
+  "$kerneld" --listen 127.0.0.1:0 --listen "$U" --metrics_listen off --ready_file "$dir/k.ready" \
+    ${KERNELD_FLAGS:-} "$@" >>"$log/kerneld.log" 2>&1 &
+  kp=$!
+  pids+=("$kp")
+  T=$(ready_tcp "$dir/k.ready")
+}
+stop_daemon() {
+  kill -TERM "$kp" 2>/dev/null
+  wait "$kp"
+}
+
+part_tests() {
+  local t name rc
+  for t in "$B"/tests/*; do
+    name=$(basename "$t")
+    timeout 300 "$t" --gtest_brief=1 >"$log/$name.log" 2>&1
+    rc=$?
+    note "$name" "$rc"
+    [[ $rc == 0 ]] || tail -15 "$log/$name.log"
+  done
+}
+
+part_smoke() {
+  local dt v
+  start_daemon
+  "$kernelctl" --target "$T" info >"$log/info.txt" 2>&1
+  head -3 "$log/info.txt"
+  for dt in float16 bfloat16 float32; do
+    "$kernelctl" --target "$T" run scale --backend cuda --dtype "$dt" --shape 4097 --attr factor=2.0 \
+      --check --repeat 200 >>"$log/kernelctl.txt" 2>&1
+    note "kernelctl scale cuda $dt" $?
+  done
+  # gemm's per-request ranking (kernels/ops/gemm): with no backend named,
+  # float32 16x4096 @ [4096, 4096] goes to the cuda decode kernel, bfloat16
+  # with transpose_b to cublas; both checked against the float64 reference.
+  for v in "float32 false cuda" "bfloat16 true cublas"; do
+    # shellcheck disable=SC2086  # two or three words
+    set -- $v
+    "$kernelctl" --target "$T" run gemm --dtype "$1" --input a="$1":16x4096 --input b="$1":4096x4096 \
+      --attr transpose_b="$2" --check >"$log/gemm_$1.txt" 2>&1 && grep -q "^gemm on $3/" "$log/gemm_$1.txt"
+    note "kernelctl gemm $1 -> $3" $?
+  done
+  # Zero-copy round trips over the unix socket: kernelctl is a second
+  # process, so a CUDA IPC handle really crosses processes.
+  for v in "cuda ipc" "cuda server-buffer" "cuda inline" "cpu shm" "cpu inline"; do
+    # shellcheck disable=SC2086  # two or three words
+    set -- $v
+    echo "== --backend $1 --via $2" >>"$log/zero_copy.txt"
+    "$kernelctl" --target "$U" run scale --backend "$1" --via "$2" --dtype float16 --shape 4096 \
+      --attr factor=2.0 --repeat 3000 --check >>"$log/zero_copy.txt" 2>&1
+    note "kernelctl $1 --via $2" $?
+  done
+  stop_daemon
+  note "kerneld SIGTERM exit" $?
+  # The same with idle device threads polling their queues.
+  start_daemon --worker_spin_us 1000
+  for v in "cuda ipc" "cpu shm"; do
+    # shellcheck disable=SC2086  # two or three words
+    set -- $v
+    echo "== --backend $1 --via $2 --worker_spin_us 1000" >>"$log/zero_copy.txt"
+    "$kernelctl" --target "$U" run scale --backend "$1" --via "$2" --dtype float16 --shape 4096 \
+      --attr factor=2.0 --repeat 3000 --check >>"$log/zero_copy.txt" 2>&1
+    note "kernelctl $1 --via $2 spin" $?
+  done
+  stop_daemon
+  echo "== zero copy (scale, 4096 float16)"
+  grep -E "^==|ready in|client p50|server p50" "$log/zero_copy.txt"
+}
+
+# key_ratio FILE: "op dtype shape impl,ratio" per kernel_bench row: "x copy"
+# for memory-bound rows, "vs cublas" for gemm.
+key_ratio() {
+  awk '$1 == "gemm" && $4 != "" { for (i = 1; i <= NF; ++i) if ($i == "cublas" && $(i-1) == "vs") { print $1" "$2" "$3" "$4 "," $(i+1); next } }
+       NF == 8 && $8 ~ /^[0-9.]+$/ { print $1" "$2" "$3" "$4 "," $8 }' "$1" | sort
+}
+
+part_kernels() {
+  local args=(--flush-l2-clean --reps "${REPS:-30}")
+  [[ -n ${OPS:-} ]] && args+=(--ops "$OPS")
+  [[ -n ${DTYPES:-} ]] && args+=(--dtypes "$DTYPES")
+  [[ -n ${SHAPES:-} ]] && args+=(--extra-shapes "$SHAPES")
+  timeout 300 "$B/bench/kernel_bench" "${args[@]}" >"$log/kernel_bench.txt" 2>&1
+  note "kernel_bench" $?
+  if [[ -z ${OPS:-} || ,$OPS, == *,gemm,* ]]; then
+    timeout 120 "$B/bench/kernel_bench" --flush-l2 --reps "${REPS:-30}" --ops gemm \
+      >"$log/kernel_bench_gemm_dirty.txt" 2>&1
+    note "kernel_bench gemm, dirty flush" $?
+  fi
+  if [[ -x .device/base/kernel_bench ]]; then
+    # Old and new in one run, one after the other, so clocks and
+    # temperature are shared.
+    timeout 300 .device/base/kernel_bench "${args[@]}" >"$log/kernel_bench_old.txt" 2>&1
+    join -t, <(key_ratio "$log/kernel_bench_old.txt") <(key_ratio "$log/kernel_bench.txt") |
+      awk -F, -v tol="${TOL:-0.02}" '
+        BEGIN { printf "%-48s %7s %7s %7s\n", "op dtype shape impl", "old", "new", "diff"; bad = 0 }
+        { d = $3 - $2; flag = (d > tol || d < -tol) ? "  <-- moved" : ""; if (flag != "") bad = 1
+          printf "%-48s %7.2f %7.2f %+7.2f%s\n", $1, $2, $3, d, flag }
+        END { exit bad }' >"$log/compare.txt"
+    summary+=("$(printf '%-34s %s' "kernel_bench old vs new" "rc=$? (1: a ratio moved)")")
+    echo "== kernel_bench old vs new (x copy, x cublas)"
+    tail -80 "$log/compare.txt"
+  else
+    echo "== kernel_bench (L2 flushed clean)"
+    grep -E "large|mid|decode|x4096|device" "$log/kernel_bench.txt" | head -150
+  fi
+}
+
+part_peers() {
+  local fi_args=()
+  [[ -x .device/peers/flashinfer_peer ]] && fi_args=(--flashinfer .device/peers/flashinfer_peer)
+  timeout 300 python3 "$here/peers.py" --kernel-bench "$B/bench/kernel_bench" "${fi_args[@]}" \
+    --ops "${PEER_OPS:-rmsnorm,fused_add_rmsnorm,layernorm,softmax,scale,add,silu_and_mul}" \
+    --shapes decode,mid,large \
+    --extra-shapes "${PEER_SHAPES:-r1h2k=1x2048,r1h4k=1x4096,r1h8k=1x8192,r16h2k=16x2048,r16h8k=16x8192,r64h4k=64x4096,r64h8k=64x8192,v32k=16x32768,v128k=16x128256,v128k64=64x128256}" \
+    --json "$log/peers.json" >"$log/peers.txt" 2>"$log/peers.err"
+  note "peers" $?
+  cat "$log/peers.txt"
+  tail -3 "$log/peers.err"
+}
+
+# compare NAME [env...]: bench/perf_compare.sh over the bundle, with the
+# part's windows; its summary table printed.
+compare() {
+  local name=$1
+  shift
+  env WINDOW_MS="$window_ms" MAX_WINDOWS="$max_windows" JSON_DIR="$log/$name" "$@" \
+    timeout 400 "$here/perf_compare.sh" bundle >"$log/$name.txt" 2>&1
+  note "perf_compare $name" $?
+}
+
+part_service() {
+  compare small LEVELS="${LEVELS:-1,32}"
+  echo "== kerneld / floor, scale on 16 float32 inline"
+  sed -n '/^## kerneld \/ floor/,$p' "$log/small.txt"
+  compare ipc LEVELS="${LEVELS:-1,32}" FLOOR_FLAGS=--kernel \
+    REQUEST="--backend cuda --via ipc --dtype float16 --shape 4096"
+  echo "== kerneld / floor --kernel, scale on 4096 float16 in a CUDA IPC buffer"
+  sed -n '/^## kerneld \/ floor/,$p' "$log/ipc.txt"
+  echo "== kerneld's stages at one client"
+  awk '/^## /{h=$0; n=0; next} /server p50/ && n++ == 0 {sub(/^ +/, ""); print h " | " $0}' \
+    "$log/ipc.txt" | cut -c1-230
+  # Launch-to-done of the same kernel with no server: ways of waiting.
+  timeout 90 "$B/bench/completion_bench" 150 3000 >"$log/completion_bench.txt" 2>&1
+  note "completion_bench" $?
+  echo "== completion_bench"
+  cat "$log/completion_bench.txt"
+}
+
+part_goals() {
+  local i=0 flags m ipc="--backend cuda --via ipc --dtype float16 --shape 4096"
+  for flags in "" "--grpc_api=sync"; do
+    i=$((i + 1))
+    # The GPU request beside the floor that scales the same buffer; 2 MiB
+    # inline on the GPU, unary over TCP, one client; 16 float32 inline,
+    # wherever the scheduler puts it.
+    compare "ipc-$i" KERNELD_FLAGS="$flags" LEVELS=1,32 FLOOR_FLAGS=--kernel REQUEST="$ipc"
+    compare "big-$i" KERNELD_FLAGS="$flags" LEVELS=1 FLOOR_FLAGS=--kernel TRANSPORTS=tcp MODES=unary \
+      REQUEST="--backend cuda --dtype float16 --shape 1048576"
+    compare "small-$i" KERNELD_FLAGS="$flags" LEVELS=1,8,32
+  done
+  python3 "$here/service_goals_table.py" "$log"
+  for m in stream unary; do
+    echo "== handler work, $m, 32 clients (bench/host_ab.sh work)"
+    MODE=$m ROUNDS=3 timeout 240 "$here/host_ab.sh" work bundle 2>"$log/work-$m.err" | tee "$log/work-$m.txt"
+    note "work amplification $m" "${PIPESTATUS[0]}"
+  done
+}
+
+part_latency() {
+  local b
+  for b in cuda cpu; do
+    timeout 120 "$B/bench/service_latency_bench" 3000 "$b" >"$log/latency_$b.txt" 2>&1
+    note "service_latency_bench $b" $?
+    cat "$log/latency_$b.txt"
+  done
+}
+
+# The wheels, the native library and the environment the Python parts use.
+python_env() {
+  compgen -G ".whl/*.whl" >/dev/null || { echo "no .whl/*.whl (client/python/tests/gpu_wheels.sh makes them)"; return 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || return 1
+  export PYTHONPATH=/tmp/site
+  # rpc="native" (the default client) through the bundle's libkerneld_native.
+  if [[ ${GPU_PASS_NATIVE:-1} == 1 ]]; then
+    export KERNELD_NATIVE_LIB=$PWD/$B/lib/libkerneld_native.so
+  else
+    export KERNELD_NATIVE_LIB=0
+  fi
+  python3 -c 'import kerneld, grpc, google.protobuf as pb, torch, numpy, cupy; print("kerneld", kerneld.__version__, "grpcio", grpc.__version__, "protobuf", pb.__version__, "torch", torch.__version__, "cupy", cupy.__version__, "numpy", numpy.__version__, "gpus", torch.cuda.device_count())' 2>&1 |
+    tee "$log/versions.txt"
+}
+
+part_python() {
+  python_env || { note "python environment" 1; return; }
+  KERNELD_BIN=$PWD/$B/bin/kerneld timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider -rs \
+    --junitxml="$log/gpu_pytest.xml" client/python/tests/test_gpu.py >"$log/gpu_pytest.log" 2>&1
+  note "python gpu tests" $?
+  grep -E "passed|failed|error" "$log/gpu_pytest.log" | tail -3
+  start_daemon
+  timeout 150 python3 client/python/bench/bench_scale.py --target "$T" --kernelctl "$kernelctl" \
+    --repeat 3000 --json "$log/bench.json" >"$log/bench.txt" 2>&1
+  note "python bench_scale" $?
+  tail -25 "$log/bench.txt"
+  if [[ ${SKIP_PROFILE:-0} != 1 ]]; then
+    timeout 120 python3 client/python/bench/profile_ipc.py --target "$T" --calls 2000 \
+      >"$log/profile_ipc.txt" 2>&1
+    note "python profile_ipc" $?
+    grep -E "^rpc=|^pieces" "$log/profile_ipc.txt"
+  fi
+  stop_daemon
+}
+
+part_breakdown() {
+  python_env || { note "python environment" 1; return; }
+  start_daemon
+  if [[ -x $B/bench/native_call_probe ]]; then
+    timeout 120 "$B/bench/native_call_probe" "$T" 2000 3 >"$log/native_call_probe.txt" 2>&1
+    note "native_call_probe" $?
+    cat "$log/native_call_probe.txt"
+  fi
+  timeout 300 python3 client/python/bench/call_breakdown.py --target "$T" --kernelctl "$kernelctl" \
+    --calls 2000 --rounds "${ROUNDS:-3}" >"$log/breakdown.txt" 2>&1
+  note "call_breakdown" $?
+  cat "$log/breakdown.txt"
+  timeout 120 python3 client/python/bench/gap_probe.py --target "$T" --calls 2000 >"$log/gap_probe.txt" 2>&1
+  note "gap_probe" $?
+  cat "$log/gap_probe.txt"
+  stop_daemon
+}
+
+part_labs() {
+  if [[ ! -d .device/lab ]]; then
+    echo "no .device/lab: the labs build only with -DKERNELD_LABS=ON (KERNELD_LABS=1 scripts/device_bundle)"
+    note "labs" 1
+    return
+  fi
+  if [[ -x .device/lab/gemm_decode_lab ]]; then
+    timeout 200 .device/lab/gemm_decode_lab --reps "${REPS:-30}" --read-flush --cluster >"$log/gemm_decode_lab.txt" 2>&1
+    note "gemm_decode_lab" $?
+    tail -40 "$log/gemm_decode_lab.txt"
+  fi
+  if [[ -x .device/lab/softmax_floor_lab ]]; then
+    timeout 200 .device/lab/softmax_floor_lab --reps "${REPS:-30}" >"$log/softmax_floor_lab.txt" 2>&1
+    note "softmax_floor_lab" $?
+    tail -15 "$log/softmax_floor_lab.txt"
+  fi
+}
+
+bench_binaries bundle
+bench_workdir device-pass
+bench_gpu | tee "$OUT/gpu.txt"
+"$kerneld" --help >/dev/null || { echo "kerneld does not start"; ldd "$kerneld"; exit 1; }
+for part in $parts; do
+  if ! declare -F "part_$part" >/dev/null; then
+    echo "device_pass: unknown part '$part' (--help lists them)"
+    failed=2
+    continue
+  fi
+  log=$OUT/$part
+  mkdir -p "$log"
+  echo "===== $part"
+  "part_$part"
 done
-exit $rc
+echo "===== summary"
+printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+# The logs travel as one archive.
+(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=summary.txt --exclude=gpu.txt ./* 2>/dev/null &&
+  find . -mindepth 1 -maxdepth 1 ! -name logs.tgz ! -name summary.txt ! -name gpu.txt -exec rm -rf {} +)
+exit $failed

@@ -9,7 +9,7 @@
 // answers: a floor that does as much CPU work per request as kerneld's
 // server total, to tell the cost of that work on a small machine (where the
 // client shares the cores) from kerneld's own overhead
-// (bench/work_amplification.sh, docs/performance.md).
+// (bench/host_ab.sh work, docs/performance.md).
 //
 //   kerneld_echo_floor --listen 127.0.0.1:0 --listen unix:/tmp/floor.sock
 //                      [--mode sync|callback] [--threads N] [--kernel]

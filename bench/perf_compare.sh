@@ -6,26 +6,24 @@
 # concurrency 1,8,32, unary and stream, prints the tables and a summary of
 # kerneld / floor ratios, and stops the servers. docs/performance.md.
 #
-#   bench/perf_compare.sh [BUILD_DIR]          (default: build)
+#   bench/perf_compare.sh [BUILD_DIR]   (default build; "bundle": the GPU
+#                                        machine's .device/kerneld)
 #
 # Environment: WINDOW_MS (500), MAX_WINDOWS (10), LEVELS (1,8,32),
 # FLOORS ("sync callback"), TRANSPORTS ("tcp unix"), MODES ("unary stream"),
 # KERNELD_FLAGS (extra daemon flags, e.g. --worker_spin_us=1000),
 # PERF_FLAGS (extra kernelctl perf flags, e.g. "--via shm"),
 # REQUEST (the request's flags; default "--dtype float32 --shape 16"; the
-# issue's GPU shape: "--backend cuda --via ipc --dtype float16 --shape 4096"
-# with FLOOR_FLAGS=--kernel, so the floor scales the same registered buffer),
+# GPU request: "--backend cuda --via ipc --dtype float16 --shape 4096" with
+# FLOOR_FLAGS=--kernel, so the floor scales the same registered buffer),
 # FLOOR_FLAGS (extra floor flags, e.g. --kernel),
-# JSON_DIR (keep the JSON records there; default: a temporary directory).
+# JSON_DIR (keep the JSON records there; default: a temporary directory);
+# KERNELD, KERNELCTL, ECHO_FLOOR replace the binaries.
 set -euo pipefail
-
-build=${1:-build}
-kerneld=${KERNELD:-$build/server/kerneld}
-kernelctl=${KERNELCTL:-$build/client/kernelctl}
-floor=${ECHO_FLOOR:-$build/bench/kerneld_echo_floor}
-for b in "$kerneld" "$kernelctl" "$floor"; do
-  [[ -x $b ]] || { echo "perf_compare: no $b (build kerneld kernelctl kerneld_echo_floor)" >&2; exit 2; }
-done
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+bench_binaries "${1:-}"
+bench_workdir perf-compare
 
 window_ms=${WINDOW_MS:-500}
 max_windows=${MAX_WINDOWS:-10}
@@ -33,26 +31,16 @@ levels=${LEVELS:-1,8,32}
 floors=${FLOORS:-sync callback}
 transports=${TRANSPORTS:-tcp unix}
 modes=${MODES:-unary stream}
-
-dir=$(mktemp -d /tmp/perf-compare-XXXXXX)
 json_dir=${JSON_DIR:-$dir/json}
 mkdir -p "$json_dir"
-pids=()
-# shellcheck source=bench/bench_lib.sh
-source "$(dirname "$0")/bench_lib.sh"  # ready_tcp, bench_stop_on_exit
-bench_stop_on_exit
 
-# shellcheck disable=SC2086
-"$kerneld" --listen=127.0.0.1:0 --listen="unix:$dir/kerneld.sock" --metrics_listen=off \
-  --ready_file="$dir/kerneld.ready" ${KERNELD_FLAGS:-} >"$dir/kerneld.log" 2>&1 &
-pids+=($!)
+# shellcheck disable=SC2086  # KERNELD_FLAGS and FLOOR_FLAGS split on purpose
+bench_start_kerneld kerneld --listen="unix:$dir/kerneld.sock" ${KERNELD_FLAGS:-}
 declare -A tcp
 tcp[kerneld]=$(ready_tcp "$dir/kerneld.ready")
 for f in $floors; do
   # shellcheck disable=SC2086
-  "$floor" --mode "$f" ${FLOOR_FLAGS:-} --listen 127.0.0.1:0 --listen "unix:$dir/floor-$f.sock" \
-    --ready_file "$dir/floor-$f.ready" 2>"$dir/floor-$f.log" &
-  pids+=($!)
+  bench_start_floor "floor-$f" --mode "$f" ${FLOOR_FLAGS:-} --listen "unix:$dir/floor-$f.sock"
   tcp[$f]=$(ready_tcp "$dir/floor-$f.ready")
 done
 

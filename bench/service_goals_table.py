@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12's goals table from bench/service_goals_pass.sh's JSON records.
+"""The service goals table from bench/device_pass.sh's goals part (its JSON records).
 
     python3 bench/service_goals_table.py LOG_DIR
 

@@ -1,7 +1,7 @@
 // Variant sweep for the pipelined decode gemm kernel
-// (kernels/cuda/gemm_decode_pipe.cuh), on its own: no kerneld libraries, so
-// it builds as its own CMake target (gemm_decode_lab; scripts/device_bundle
-// copies it to .device/lab) and runs on the GPU machine next to cuBLAS, a
+// (kernels/ops/gemm/gemm_decode_pipe.cuh), on its own: no kerneld libraries,
+// so it builds as its own CMake target (gemm_decode_lab, with
+// -DKERNELD_LABS=ON; README.md) and runs on the GPU machine next to cuBLAS, a
 // device-to-device copy, an empty kernel and a read of b measured in the
 // same run.
 //

@@ -1,5 +1,5 @@
-// How fast can any decode softmax be, measured: the floor under issue 17's
-// "softmax decode >= 0.90 x copy".
+// How fast can any decode softmax be, measured: the floor under the target
+// "softmax at decode shapes >= 0.90 x copy" (docs/kernels.md; README.md).
 //
 // A softmax row must be read whole before its first output is written (every
 // output needs the row's max and sum). So at shapes too small to keep the GPU

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Fills ./.whl (git-ignored; run from the repository root, where the device
-# call carries it) with what tests/gpu_pass.sh installs on the GPU machine,
-# which has python3 3.12, torch, cupy, numpy, ml_dtypes and pytest but no
-# network: the kerneld wheel built here (stubs generated from proto/ by
-# this machine's grpcio-tools), and the protobuf and grpcio wheels it was
+# Fills ./.whl (git-ignored, at the repository root) with what
+# bench/device_pass.sh's python part installs on the GPU machine, which has
+# python3 3.12, torch, cupy, numpy, ml_dtypes and pytest but no network:
+# the kerneld wheel built here (stubs generated from proto/ by this
+# machine's grpcio-tools), and the protobuf and grpcio wheels it was
 # built and tested with (the generated stubs need a protobuf at least as new
 # as the protoc that wrote them).
 set -euo pipefail
