@@ -115,6 +115,13 @@ grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
       in.dtypes.ForEach([&](DType d) { t->add_dtypes(ToProto(d)); });
       t->set_shape(in.shape.any ? "[...]" : in.shape.text);
       t->set_doc(in.doc);
+      // How a client makes a valid random value of it (kernelctl run).
+      if (in.gen != InputGen::kUniform || !in.gen_shape.empty()) {
+        v1::InputGeneration* g = t->mutable_generation();
+        g->set_kind(static_cast<v1::InputGeneration::Kind>(static_cast<int>(in.gen)));
+        g->set_upper(in.gen_upper);
+        g->set_shape(in.gen_shape);
+      }
     }
     for (const auto& out : op->outputs) {
       v1::TensorSpec* t = k->add_outputs();

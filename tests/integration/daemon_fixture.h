@@ -106,6 +106,13 @@ class Daemon {
 
   bool ok() const { return client_ != nullptr; }
   client::KernelClient& client() { return *client_; }
+  // A client on the daemon's unix socket: its principal is the test's uid
+  // (SO_PEERCRED), which may register the test's own 0600 shared memory; an
+  // anonymous TCP caller may not (docs/security.md).
+  client::KernelClient& unix_client() {
+    if (unix_client_ == nullptr) unix_client_ = std::make_unique<client::KernelClient>(unix_);
+    return *unix_client_;
+  }
   const std::string& target() const { return target_; }
   const std::string& unix_target() const { return unix_; }
   int metrics_port() const { return metrics_port_; }
@@ -177,7 +184,7 @@ class Daemon {
   std::string dir_, ready_, unix_, log_, target_;
   int metrics_port_ = 0;
   pid_t pid_ = -1;
-  std::unique_ptr<client::KernelClient> client_;
+  std::unique_ptr<client::KernelClient> client_, unix_client_;
 };
 
 // Runs a shell command; returns its exit status (-1 if it did not exit) and

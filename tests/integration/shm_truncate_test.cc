@@ -31,7 +31,8 @@ class ShmTruncateTest : public ::testing::Test {
     grpc::Status st = c().Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &resp);
     EXPECT_TRUE(st.ok()) << st.error_message() << "\n" << daemon_->Log();
   }
-  client::KernelClient& c() { return daemon_->client(); }
+  // The unix socket: shared memory needs a caller whose uid is known.
+  client::KernelClient& c() { return daemon_->unix_client(); }
   static Daemon* daemon_;
 };
 Daemon* ShmTruncateTest::daemon_ = nullptr;
