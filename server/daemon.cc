@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "auth/tls.h"
+#include "metrics/daemon_log.h"
 #include "service/sync_service.h"
 
 namespace kerneld::server {
@@ -209,11 +210,11 @@ std::string Daemon::Start() {
       return "cannot listen on " + addrs[i] + ": " + err +
              " (is another kerneld running? pick another --listen)";
     if (!is_tls && !IsLocalAddress(addrs[i]))  // only with --allow_insecure_remote (ParseFlags)
-      std::fprintf(stderr,
-                   "kerneld: WARNING: --listen=%s serves plaintext beyond this machine "
-                   "(--allow_insecure_remote): tokens and tensors cross the network unencrypted; "
-                   "prefer --tls_listen\n",
-                   addrs[i].c_str());
+      DaemonLog(LogLevel::kWarning, "insecure_listen",
+                "WARNING: --listen=" + addrs[i] +
+                    " serves plaintext beyond this machine (--allow_insecure_remote): tokens and "
+                    "tensors cross the network unencrypted; prefer --tls_listen",
+                {{"address", addrs[i]}});
     builder.AddListeningPort(addrs[i], is_tls ? tls : grpc::InsecureServerCredentials(), &ports[i]);
   }
   if (sync_api && cfg_.grpc_sync_pollers > 0) {

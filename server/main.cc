@@ -3,13 +3,17 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "auth/token_reloader.h"
 #include "build_info.h"
 #include "config.h"
 #include "daemon.h"
+#include "metrics/daemon_log.h"
+#include "metrics/grpc_log.h"
 
 namespace {
 
@@ -32,10 +36,17 @@ void TuneMalloc() {
 int main(int argc, char** argv) {
   TuneMalloc();
   using kerneld::server::Config;
+  using kerneld::server::DaemonLog;
+  using kerneld::server::LogField;
+  using kerneld::server::LogLevel;
   Config cfg;
   bool help = false;
-  if (std::string err = kerneld::server::ParseFlags(argc, argv, &cfg, &help); !err.empty()) {
-    std::fprintf(stderr, "kerneld: %s\n", err.c_str());
+  const std::string flag_err = kerneld::server::ParseFlags(argc, argv, &cfg, &help);
+  // Every line kerneld writes follows --log_format (metrics/daemon_log.h).
+  kerneld::server::SetDaemonLogJson(cfg.log_format == "json");
+  kerneld::server::RouteGrpcLogs();
+  if (!flag_err.empty()) {
+    DaemonLog(LogLevel::kError, "bad_flags", flag_err);
     return 2;
   }
   if (help) {
@@ -54,26 +65,43 @@ int main(int argc, char** argv) {
 
   kerneld::server::Daemon daemon(cfg);
   if (std::string err = daemon.Start(); !err.empty()) {
-    std::fprintf(stderr, "kerneld: %s\n", err.c_str());
+    DaemonLog(LogLevel::kError, "start_failed", err);
     return 1;
   }
+  // The start-up lines go to stdout, as they always did; text keeps its
+  // words exactly (scripts read them), json is a line like every other.
+  const std::string version = kerneld::server::kKerneldVersion;
+  auto announce = [&](const std::string& event, const std::string& text,
+                      std::initializer_list<LogField> fields) {
+    if (kerneld::server::DaemonLogJson())
+      DaemonLog(LogLevel::kInfo, event, text, fields, 1);
+    else
+      std::printf("%s\n", text.c_str());
+  };
   for (const auto& a : daemon.bound_addresses())
-    std::printf("kerneld %s listening on %s\n", kerneld::server::kKerneldVersion, a.c_str());
-  for (const auto& a : daemon.tls_addresses())
-    std::printf("kerneld %s listening on %s (TLS%s)\n", kerneld::server::kKerneldVersion, a.c_str(),
-                cfg.tls_client_ca.empty() ? "" : ", client certificates required");
+    announce("listening", "kerneld " + version + " listening on " + a,
+             {{"address", a}, {"version", version}, {"tls", "no"}});
+  for (const auto& a : daemon.tls_addresses()) {
+    const char* tls = cfg.tls_client_ca.empty() ? "yes" : "mutual";
+    announce("listening",
+             "kerneld " + version + " listening on " + a + " (TLS" +
+                 (cfg.tls_client_ca.empty() ? "" : ", client certificates required") + ")",
+             {{"address", a}, {"version", version}, {"tls", tls}});
+  }
   if (daemon.metrics_port() > 0)
-    std::printf("kerneld metrics on port %d (/metrics)\n", daemon.metrics_port());
+    announce("metrics_listening",
+             "kerneld metrics on port " + std::to_string(daemon.metrics_port()) + " (/metrics)",
+             {{"port", static_cast<double>(daemon.metrics_port())}});
   std::fflush(stdout);
 
   // SIGHUP's reload runs on a thread of its own, so SIGTERM always finds the
   // signal thread waiting for it (auth/token_reloader.h).
   kerneld::server::TokenReloader reloader([&daemon] {
     if (std::string err = daemon.ReloadTokens(); !err.empty())
-      std::fprintf(stderr, "kerneld: SIGHUP: %s (the previous tokens stay in force)\n",
-                   err.c_str());
+      DaemonLog(LogLevel::kError, "reload_failed",
+                "SIGHUP: " + err + " (the previous tokens stay in force)");
     else
-      std::fprintf(stderr, "kerneld: SIGHUP: re-read --auth_tokens\n");
+      DaemonLog(LogLevel::kInfo, "reloaded", "SIGHUP: re-read --auth_tokens");
   });
   std::thread signals([&] {
     int sig = 0;
@@ -82,17 +110,20 @@ int main(int argc, char** argv) {
       if (sig != SIGHUP) break;
       reloader.Request();
     }
-    std::fprintf(stderr, "kerneld: %s received; draining in-flight requests\n",
-                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    const std::string name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    DaemonLog(LogLevel::kInfo, "draining", name + " received; draining in-flight requests",
+              {{"signal", name}});
     auto t0 = std::chrono::steady_clock::now();
     daemon.Shutdown();
-    std::fprintf(
-        stderr, "kerneld: drained in %.0f ms\n",
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    char text[64];
+    std::snprintf(text, sizeof text, "drained in %.0f ms", ms);
+    DaemonLog(LogLevel::kInfo, "drained", text, {{"drain_ms", std::round(ms)}});
   });
   daemon.Wait();
   // Wait returns only after Shutdown, which only the signal thread calls.
   signals.join();
-  std::fprintf(stderr, "kerneld: stopped\n");
+  DaemonLog(LogLevel::kInfo, "stopped", "stopped");
   return 0;
 }

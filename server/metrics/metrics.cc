@@ -1,23 +1,17 @@
 #include "metrics/metrics.h"
 
-#include "auth/principal_stats.h"
-
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <cmath>
-#include <thread>
 #include <fstream>
 #include <limits>
 #include <map>
 
-#include "build_info.h"
+#include "auth/principal_stats.h"
 #include "buffers/buffer_registry.h"
 #include "buffers/buffer_sources.h"
+#include "build_info.h"
 #include "devices/device_manager.h"
 #include "metrics/nvml.h"
+#include "metrics/process_metrics.h"
 
 namespace kerneld::server {
 
@@ -35,7 +29,8 @@ MetricFamily Family(const char* name, const char* help, MetricType type) {
   return f;
 }
 
-ClientMetric HistogramMetric(std::vector<ClientMetric::Label> labels, const AtomicHistogram::Snapshot& snap) {
+ClientMetric HistogramMetric(std::vector<ClientMetric::Label> labels,
+                             const AtomicHistogram::Snapshot& snap) {
   ClientMetric m;
   m.label = std::move(labels);
   m.histogram.sample_count = snap.count;
@@ -53,8 +48,10 @@ ClientMetric HistogramMetric(std::vector<ClientMetric::Label> labels, const Atom
 ClientMetric Value(std::vector<ClientMetric::Label> labels, double v, bool counter) {
   ClientMetric m;
   m.label = std::move(labels);
-  if (counter) m.counter.value = v;
-  else m.gauge.value = v;
+  if (counter)
+    m.counter.value = v;
+  else
+    m.gauge.value = v;
   return m;
 }
 
@@ -80,84 +77,25 @@ Metrics::Series::~Series() {
   for (auto& p : request_by_code) delete p.load();
 }
 
-Metrics::Metrics() : self_(this, [](Metrics*) {}) {}
+Metrics::Metrics() = default;
 
 Metrics::~Metrics() {
   Stop();  // stop scraping before the series go away
 }
 
 std::string Metrics::Listen(const std::string& addr) {
-  // civetweb serves one connection per thread and waits request_timeout_ms
-  // for a request to arrive: with its defaults (1 thread, 30 s) one idle TCP
-  // connection blinds every scrape for 30 s. Several threads and a short
-  // timeout bound what idle or slow connections can hold; a scraper sends
-  // its request at once and is not hurt.
-  std::vector<std::string> options = {
-      "listening_ports", addr,
-      "num_threads", std::to_string(kExposerThreads),
-      "request_timeout_ms", std::to_string(kExposerRequestTimeoutMs),
-      "enable_keep_alive", "no",  // a kept-alive connection would hold a thread between scrapes
-  };
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(std::move(options));
-  } catch (const std::exception& e) {
-    return "cannot serve metrics on " + addr + ": " + e.what() +
+  server_ = std::make_unique<MetricsHttpServer>([this] { return Collect(); });
+  if (std::string err = server_->Listen(addr); !err.empty()) {
+    server_.reset();
+    return "cannot serve metrics on " + addr + ": " + err +
            " (is another kerneld running? use --metrics_listen=HOST:PORT or 'off')";
   }
-  listen_ = addr;
-  exposer_->RegisterCollectable(self_);
   return "";
 }
 
-namespace {
+void Metrics::Stop() { server_.reset(); }
 
-// Opens and closes one TCP connection to addr's port (best effort).
-void Poke(const std::string& addr, int port) {
-  std::string host = addr.substr(0, addr.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host.empty() || host == "0.0.0.0" || host == "*") host = "127.0.0.1";
-  if (host == "::") host = "::1";
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return;
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-    close(fd);
-    if (connected) break;
-  }
-  freeaddrinfo(res);
-}
-
-}  // namespace
-
-void Metrics::Stop() {
-  if (!exposer_) return;
-  // civetweb's stop sets a flag and joins its accept thread, which only
-  // looks at the flag between polls of the listening socket (2 s each, fixed
-  // at civetweb's build): exit would wait up to 2 s. Stopping on a thread
-  // while connecting to the port wakes that poll at once.
-  const int port = this->port();
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    exposer_.reset();
-    stopped.store(true);
-  });
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!stopped.load() && port > 0 && std::chrono::steady_clock::now() < give_up) {
-    Poke(listen_, port);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  stopper.join();
-}
-
-int Metrics::port() const {
-  if (!exposer_) return 0;
-  auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int Metrics::port() const { return server_ ? server_->port() : 0; }
 
 void Metrics::SetSources(const DeviceManager* devices, const BufferRegistry* buffers) {
   std::unique_lock lock(mu_);
@@ -165,7 +103,8 @@ void Metrics::SetSources(const DeviceManager* devices, const BufferRegistry* buf
   buffers_ = buffers;
 }
 
-Metrics::Series* Metrics::For(const std::string& op, const std::string& backend, const std::string& device) {
+Metrics::Series* Metrics::For(const std::string& op, const std::string& backend,
+                              const std::string& device) {
   std::string key = op + '\0' + backend + '\0' + device;
   {
     std::shared_lock lock(mu_);
@@ -214,15 +153,18 @@ void Metrics::ObserveQueueAndExecute(Series* s, double queue_s, double execute_s
 
 std::vector<MetricFamily> Metrics::Collect() const {
   std::vector<MetricFamily> out;
-  auto req = Family("kerneld_request_duration_seconds",
-                    "Time from a request's arrival to its response, by op, backend, device and gRPC code.",
-                    MetricType::Histogram);
-  auto total = Family("kerneld_requests_total", "Requests answered, by op, backend, device and gRPC code.",
-                      MetricType::Counter);
-  auto queue = Family("kerneld_queue_duration_seconds", "Time from arrival to the start of execution.",
-                      MetricType::Histogram);
-  auto exec = Family("kerneld_execute_duration_seconds",
-                     "Execution time of the implementation (CUDA events on GPUs).", MetricType::Histogram);
+  auto req =
+      Family("kerneld_request_duration_seconds",
+             "Time from a request's arrival to its response, by op, backend, device and gRPC code.",
+             MetricType::Histogram);
+  auto total =
+      Family("kerneld_requests_total", "Requests answered, by op, backend, device and gRPC code.",
+             MetricType::Counter);
+  auto queue = Family("kerneld_queue_duration_seconds",
+                      "Time from arrival to the start of execution.", MetricType::Histogram);
+  auto exec =
+      Family("kerneld_execute_duration_seconds",
+             "Execution time of the implementation (CUDA events on GPUs).", MetricType::Histogram);
   // Held for the whole scrape: SetSources(nullptr, nullptr) at shutdown
   // waits for a scrape in progress to finish with the devices and buffers.
   std::shared_lock lock(mu_);
@@ -233,16 +175,18 @@ std::vector<MetricFamily> Metrics::Collect() const {
       for (size_t c = 0; c < s->request_by_code.size(); ++c) {
         const AtomicHistogram* h = s->request_by_code[c].load(std::memory_order_acquire);
         if (h == nullptr) continue;
-        std::vector<ClientMetric::Label> labels = {{"op", s->op},
-                                                   {"backend", s->backend},
-                                                   {"device", s->device},
-                                                   {"code", std::string(StatusCodeName(static_cast<StatusCode>(c)))}};
+        std::vector<ClientMetric::Label> labels = {
+            {"op", s->op},
+            {"backend", s->backend},
+            {"device", s->device},
+            {"code", std::string(StatusCodeName(static_cast<StatusCode>(c)))}};
         auto snap = h->Read();
         req.metric.push_back(HistogramMetric(labels, snap));
         total.metric.push_back(Value(labels, static_cast<double>(snap.count), true));
       }
       if (s->executed.load(std::memory_order_relaxed)) {
-        std::vector<ClientMetric::Label> labels = {{"op", s->op}, {"backend", s->backend}, {"device", s->device}};
+        std::vector<ClientMetric::Label> labels = {
+            {"op", s->op}, {"backend", s->backend}, {"device", s->device}};
         queue.metric.push_back(HistogramMetric(labels, s->queue.Read()));
         exec.metric.push_back(HistogramMetric(labels, s->execute.Read()));
       }
@@ -253,26 +197,31 @@ std::vector<MetricFamily> Metrics::Collect() const {
   out.push_back(std::move(queue));
   out.push_back(std::move(exec));
 
-  auto xfer = Family("kerneld_transferred_bytes_total",
-                     "Tensor bytes moved by requests: in (inputs) and out (outputs), inline in messages or "
-                     "through registered buffers.",
-                     MetricType::Counter);
+  auto xfer =
+      Family("kerneld_transferred_bytes_total",
+             "Tensor bytes moved by requests: in (inputs) and out (outputs), inline in messages or "
+             "through registered buffers.",
+             MetricType::Counter);
   const char* dirs[] = {"in", "in", "out", "out"};
   const char* paths[] = {"inline", "buffer", "inline", "buffer"};
   for (size_t i = 0; i < 4; ++i)
-    xfer.metric.push_back(Value({{"direction", dirs[i]}, {"path", paths[i]}},
-                                static_cast<double>(transferred_[i].load(std::memory_order_relaxed)), true));
+    xfer.metric.push_back(
+        Value({{"direction", dirs[i]}, {"path", paths[i]}},
+              static_cast<double>(transferred_[i].load(std::memory_order_relaxed)), true));
   out.push_back(std::move(xfer));
 
   if (devices != nullptr) {
-    auto inflight = Family("kerneld_inflight_requests", "Requests executing on the device now.", MetricType::Gauge);
-    auto depth = Family("kerneld_queue_depth", "Requests waiting in the device's queue.", MetricType::Gauge);
-    auto healthy = Family("kerneld_device_healthy", "1 while the device serves; 0 after a sticky device error.",
-                          MetricType::Gauge);
-    auto mem = Family("kerneld_device_memory_bytes", "Device memory, used and total (host memory for cpu).",
-                      MetricType::Gauge);
-    auto util = Family("kerneld_device_utilization_ratio", "GPU utilization over NVML's last sample period (0-1).",
-                       MetricType::Gauge);
+    auto inflight = Family("kerneld_inflight_requests", "Requests executing on the device now.",
+                           MetricType::Gauge);
+    auto depth =
+        Family("kerneld_queue_depth", "Requests waiting in the device's queue.", MetricType::Gauge);
+    auto healthy =
+        Family("kerneld_device_healthy",
+               "1 while the device serves; 0 after a sticky device error.", MetricType::Gauge);
+    auto mem = Family("kerneld_device_memory_bytes",
+                      "Device memory, used and total (host memory for cpu).", MetricType::Gauge);
+    auto util = Family("kerneld_device_utilization_ratio",
+                       "GPU utilization over NVML's last sample period (0-1).", MetricType::Gauge);
     for (const auto& w : devices->workers()) {
       const DeviceInfo& d = w->info();
       const std::string label = DeviceManager::Label(d);
@@ -288,11 +237,14 @@ std::vector<MetricFamily> Metrics::Collect() const {
         have = true;
       }
       if (have) {
-        mem.metric.push_back(Value({{"device", label}, {"state", "used"}}, static_cast<double>(used), false));
-        mem.metric.push_back(Value({{"device", label}, {"state", "total"}}, static_cast<double>(tot), false));
+        mem.metric.push_back(
+            Value({{"device", label}, {"state", "used"}}, static_cast<double>(used), false));
+        mem.metric.push_back(
+            Value({{"device", label}, {"state", "total"}}, static_cast<double>(tot), false));
       }
       if (d.device.is_cuda())
-        if (auto u = NvmlUtilization(d.uuid)) util.metric.push_back(Value({{"device", label}}, *u, false));
+        if (auto u = NvmlUtilization(d.uuid))
+          util.metric.push_back(Value({{"device", label}}, *u, false));
     }
     out.push_back(std::move(inflight));
     out.push_back(std::move(depth));
@@ -303,7 +255,8 @@ std::vector<MetricFamily> Metrics::Collect() const {
 
   if (buffers != nullptr) {
     auto count = Family("kerneld_buffers", "Registered buffers, by kind.", MetricType::Gauge);
-    auto bytes = Family("kerneld_buffer_bytes", "Bytes in registered buffers, by kind and device.", MetricType::Gauge);
+    auto bytes = Family("kerneld_buffer_bytes", "Bytes in registered buffers, by kind and device.",
+                        MetricType::Gauge);
     std::map<std::string, int> n = {{"cuda_ipc", 0}, {"server_allocated", 0}, {"shared_memory", 0}};
     std::map<std::pair<std::string, std::string>, double> b;
     for (const auto& r : buffers->ListAll()) {
@@ -312,12 +265,14 @@ std::vector<MetricFamily> Metrics::Collect() const {
       b[{kind, r->device.is_cpu() ? "cpu" : r->device_uuid}] += static_cast<double>(r->size);
     }
     for (const auto& [kind, c] : n) count.metric.push_back(Value({{"kind", kind}}, c, false));
-    for (const auto& [k, v] : b) bytes.metric.push_back(Value({{"kind", k.first}, {"device", k.second}}, v, false));
+    for (const auto& [k, v] : b)
+      bytes.metric.push_back(Value({{"kind", k.first}, {"device", k.second}}, v, false));
     out.push_back(std::move(count));
     out.push_back(std::move(bytes));
   }
 
-  auto build = Family("kerneld_build_info", "Always 1; labels say what is running.", MetricType::Gauge);
+  auto build =
+      Family("kerneld_build_info", "Always 1; labels say what is running.", MetricType::Gauge);
   build.metric.push_back(Value({{"version", kKerneldVersion},
                                 {"revision", kKerneldGitRevision},
                                 {"cuda", std::string(kKerneldCudaBuild) == "ON" ? "yes" : "no"}},
@@ -325,6 +280,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
   out.push_back(std::move(build));
   // Per-principal use without principal labels (auth/principal_stats.h).
   for (auto& f : PrincipalStats::Global().Collect(buffers)) out.push_back(std::move(f));
+  for (auto& f : ProcessFamilies()) out.push_back(std::move(f));
   return out;
 }
 

@@ -8,6 +8,11 @@
 // "_unknown"), known backends, devices, gRPC code names.
 #pragma once
 
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/metric_type.h>
+
 #include <array>
 #include <atomic>
 #include <memory>
@@ -17,14 +22,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
-#include <prometheus/client_metric.h>
-#include <prometheus/metric_family.h>
-#include <prometheus/metric_type.h>
-
 #include "kerneld/status.h"
 #include "metrics/atomic_histogram.h"
+#include "metrics/metrics_http_server.h"
 
 namespace kerneld::server {
 
@@ -44,15 +44,12 @@ class Metrics : public prometheus::Collectable {
   Metrics();
   ~Metrics() override;
 
-  // Starts the HTTP exposer on addr; "" or an error for the user.
+  // Serves /metrics on addr (metrics/metrics_http_server.h); "" or an
+  // error for the user.
   std::string Listen(const std::string& addr);
   int port() const;
-  // Stops the exposer promptly (milliseconds; see Stop()). Idempotent.
+  // Closes the port and its connections at once. Idempotent.
   void Stop();
-  // civetweb settings (see Listen): scrapes stay served while up to
-  // kExposerThreads - 1 connections idle, each for at most the timeout.
-  static constexpr int kExposerThreads = 8;
-  static constexpr int kExposerRequestTimeoutMs = 2000;
   // Where scrape-time gauges come from (either may be null).
   void SetSources(const DeviceManager* devices, const BufferRegistry* buffers);
 
@@ -69,14 +66,13 @@ class Metrics : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::string listen_;  // the address the exposer listens on
-  std::shared_ptr<Metrics> self_;  // non-owning alias for the exposer
+  std::unique_ptr<MetricsHttpServer> server_;
   const DeviceManager* devices_ = nullptr;
   const BufferRegistry* buffers_ = nullptr;
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<Series>> series_;
-  std::array<std::atomic<uint64_t>, 4> transferred_{};  // in/inline, in/buffer, out/inline, out/buffer
+  std::array<std::atomic<uint64_t>, 4>
+      transferred_{};  // in/inline, in/buffer, out/inline, out/buffer
 };
 
 }  // namespace kerneld::server

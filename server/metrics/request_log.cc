@@ -4,45 +4,16 @@
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <sstream>
 
 #include "kerneld/half.h"
 #include "kerneld/v1/trace.pb.h"
+#include "metrics/daemon_log.h"
 
 namespace kerneld::server {
-
-namespace {
-
-// Client strings (request ids, op names, messages, attr values) go into the
-// log; raw, a newline or an escape sequence in them would forge log lines or
-// drive the reader's terminal. JSON escapes every control byte (and DEL).
-std::string JsonEscape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", u);
-          o += b;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o;
-}
-
-}  // namespace
 
 namespace {
 
@@ -70,10 +41,18 @@ std::string TextEscape(const std::string& s, size_t max_len) {
   for (size_t i = 0; i < n; ++i) {
     const auto u = static_cast<unsigned char>(s[i]);
     switch (s[i]) {
-      case '\\': o += "\\\\"; break;  // so an escaped byte and a literal "\\n" differ
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
+      case '\\':
+        o += "\\\\";
+        break;  // so an escaped byte and a literal "\\n" differ
+      case '\n':
+        o += "\\n";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
       default:
         if (u < 0x20 || u == 0x7f) {
           char b[8];
@@ -86,6 +65,36 @@ std::string TextEscape(const std::string& s, size_t max_len) {
   }
   if (cut) o += "\u2026";  // "…"
   return o;
+}
+
+std::string TextQuoted(const std::string& s, size_t max_len) {
+  std::string o = "\"";
+  for (char c : TextEscape(s, max_len)) {
+    if (c == '"') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string TextValue(const std::string& s, size_t max_len) {
+  const std::string e = TextEscape(s, max_len);
+  if (!e.empty() && e.find_first_of(" =\"") == std::string::npos) return e;
+  return TextQuoted(s, max_len);
+}
+
+std::string TextKey(const std::string& k) {
+  std::string o;
+  for (char c : k.substr(0, CutAt(k, kMaxLoggedString))) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '_' || c == '-' || c == '.' || u >= 0x80) {
+      o += c;
+    } else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", u);
+      o += b;
+    }
+  }
+  return o.empty() ? "\"\"" : o;
 }
 
 namespace {
@@ -101,7 +110,8 @@ std::string Tensors(const std::vector<TensorView>* vs, const OpDef* op, bool inp
       os << (i ? "," : "") << "{\"name\":\"" << name << "\",\"dtype\":\"" << DTypeName(v.dtype)
          << "\",\"shape\":" << ShapeToString(v.shape) << "}";
     } else {
-      os << " " << (inputs ? "in:" : "out:") << name << "=" << DTypeName(v.dtype) << ShapeToString(v.shape);
+      os << " " << (inputs ? "in:" : "out:") << name << "=" << DTypeName(v.dtype)
+         << ShapeToString(v.shape);
     }
   }
   if (json) os << "]";
@@ -116,10 +126,15 @@ std::string Attrs(const AttrMap* a, bool json) {
     for (const auto& [k, v] : *a) {
       if (json) {
         std::string val = AttrValueToString(v);
-        if (std::holds_alternative<std::string>(v)) val = "\"" + JsonEscape(std::get<std::string>(v)) + "\"";
-        os << (first ? "" : ",") << "\"" << k << "\":" << val;
+        if (std::holds_alternative<std::string>(v))
+          val = "\"" + JsonCut(std::get<std::string>(v)) + "\"";
+        else if (val == "nan" || val == "-nan" || val == "inf" || val == "-inf")
+          val = "\"" + val + "\"";  // JSON has no NaN or Inf
+        os << (first ? "" : ",") << "\"" << JsonCut(k) << "\":" << val;
       } else {
-        os << " " << k << "=" << TextEscape(AttrValueToString(v), kMaxLoggedString);
+        os << " " << TextKey(k) << "="
+           << (std::holds_alternative<std::string>(v) ? TextQuoted(std::get<std::string>(v))
+                                                      : TextValue(AttrValueToString(v)));
       }
       first = false;
     }
@@ -129,7 +144,8 @@ std::string Attrs(const AttrMap* a, bool json) {
 
 // min, max, NaN and Inf counts of a host-visible output.
 std::string Stats(const TensorView& v, bool json) {
-  if (!v.device.is_cpu() || v.data == nullptr) return json ? "{\"stats\":\"device-resident\"}" : "stats=device-resident";
+  if (!v.device.is_cpu() || v.data == nullptr)
+    return json ? "{\"stats\":\"device-resident\"}" : "stats=device-resident";
   double mn = INFINITY, mx = -INFINITY;
   int64_t nan = 0, inf = 0;
   const int64_t n = v.numel();
@@ -137,16 +153,50 @@ std::string Stats(const TensorView& v, bool json) {
     double x;
     const char* p = static_cast<const char*>(v.raw()) + i * static_cast<int64_t>(ItemSize(v.dtype));
     switch (v.dtype) {
-      case DType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); x = HalfToFloat(h); break; }
-      case DType::kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); x = BFloat16ToFloat(h); break; }
-      case DType::kFloat32: { float f; std::memcpy(&f, p, 4); x = f; break; }
-      case DType::kFloat64: std::memcpy(&x, p, 8); break;
-      case DType::kInt32: { int32_t q; std::memcpy(&q, p, 4); x = q; break; }
-      case DType::kInt64: { int64_t q; std::memcpy(&q, p, 8); x = static_cast<double>(q); break; }
-      default: x = static_cast<unsigned char>(*p);
+      case DType::kFloat16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        x = HalfToFloat(h);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        x = BFloat16ToFloat(h);
+        break;
+      }
+      case DType::kFloat32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        x = f;
+        break;
+      }
+      case DType::kFloat64:
+        std::memcpy(&x, p, 8);
+        break;
+      case DType::kInt32: {
+        int32_t q;
+        std::memcpy(&q, p, 4);
+        x = q;
+        break;
+      }
+      case DType::kInt64: {
+        int64_t q;
+        std::memcpy(&q, p, 8);
+        x = static_cast<double>(q);
+        break;
+      }
+      default:
+        x = static_cast<unsigned char>(*p);
     }
-    if (std::isnan(x)) { ++nan; continue; }
-    if (std::isinf(x)) { ++inf; continue; }  // min/max over finite values: JSON has no Inf
+    if (std::isnan(x)) {
+      ++nan;
+      continue;
+    }
+    if (std::isinf(x)) {
+      ++inf;
+      continue;
+    }  // min/max over finite values: JSON has no Inf
     mn = std::min(mn, x);
     mx = std::max(mx, x);
   }
@@ -156,8 +206,8 @@ std::string Stats(const TensorView& v, bool json) {
     std::snprintf(b, sizeof b, "{\"min\":%.6g,\"max\":%.6g,\"nan\":%lld,\"inf\":%lld}", mn, mx,
                   static_cast<long long>(nan), static_cast<long long>(inf));
   else
-    std::snprintf(b, sizeof b, "min=%.6g max=%.6g nan=%lld inf=%lld", mn, mx, static_cast<long long>(nan),
-                  static_cast<long long>(inf));
+    std::snprintf(b, sizeof b, "min=%.6g max=%.6g nan=%lld inf=%lld", mn, mx,
+                  static_cast<long long>(nan), static_cast<long long>(inf));
   return b;
 }
 
@@ -181,24 +231,37 @@ void RequestLog::Write(const std::string& line) {
 }
 
 namespace {
+// Every JSON line opens with the time and a level (docs/metrics.md).
+std::string JsonHead(LogLevel level) {
+  return "{\"ts\":\"" + LogTimestamp() + "\",\"level\":\"" + LogLevelName(level) + "\",";
+}
+
+// A request the daemon failed (not one the client got wrong) is an error.
+LogLevel RequestLevel(const std::string& code) {
+  return code == "INTERNAL" || code == "UNKNOWN" || code == "DATA_LOSS" ? LogLevel::kError
+                                                                        : LogLevel::kInfo;
+}
+
 // The caller's principal in a log line: who did it, for the operator.
 std::string PrincipalField(const std::string& p, bool json) {
   if (p.empty()) return "";
-  return json ? ",\"principal\":\"" + JsonEscape(p) + "\"" : " principal=" + TextEscape(p);
+  return json ? ",\"principal\":\"" + JsonCut(p) + "\"" : " principal=" + TextValue(p);
 }
 }  // namespace
 
 void RequestLog::Start(const RequestRecord& r) {
   if (level_ < 3) return;
   if (json_) {
-    Write("{\"event\":\"start\",\"id\":\"" + JsonCut(r.request_id) + "\",\"op\":\"" + JsonCut(r.op) + "\",\"backend\":\"" +
-          JsonEscape(r.backend) + "\",\"device\":\"" + JsonEscape(r.device) + "\",\"inputs\":" + Tensors(r.inputs, r.opdef, true, true) +
+    Write(JsonHead(LogLevel::kDebug) + "\"event\":\"start\",\"id\":\"" + JsonCut(r.request_id) +
+          "\",\"op\":\"" + JsonCut(r.op) + "\",\"backend\":\"" + JsonEscape(r.backend) +
+          "\",\"device\":\"" + JsonEscape(r.device) +
+          "\",\"inputs\":" + Tensors(r.inputs, r.opdef, true, true) +
           ",\"attrs\":" + Attrs(r.attrs, true) + PrincipalField(r.principal, true) + "}\n");
   } else {
-    Write("kerneld: start id=" + TextEscape(r.request_id) + " op=" + TextEscape(r.op) +
-          " backend=" + TextEscape(r.backend) + " device=" + TextEscape(r.device) +
-          Tensors(r.inputs, r.opdef, true, false) + Attrs(r.attrs, false) + PrincipalField(r.principal, false) +
-          "\n");
+    Write("kerneld: start id=" + TextValue(r.request_id) + " op=" + TextValue(r.op) +
+          " backend=" + TextValue(r.backend) + " device=" + TextValue(r.device) +
+          Tensors(r.inputs, r.opdef, true, false) + Attrs(r.attrs, false) +
+          PrincipalField(r.principal, false) + "\n");
   }
 }
 
@@ -207,30 +270,32 @@ void RequestLog::Finish(const RequestRecord& r) {
   std::string line;
   const long long us = static_cast<long long>(r.total_ns / 1000);
   if (json_) {
-    line = "{\"event\":\"request\",\"id\":\"" + JsonCut(r.request_id) + "\",\"op\":\"" + JsonCut(r.op) +
-           "\",\"backend\":\"" + JsonEscape(r.backend) + "\",\"device\":\"" + JsonEscape(r.device) +
-           "\",\"code\":\"" + r.code +
-           "\",\"total_us\":" + std::to_string(us) + ",\"queue_us\":" + std::to_string(r.queue_ns / 1000) +
+    line = JsonHead(RequestLevel(r.code)) + "\"event\":\"request\",\"id\":\"" +
+           JsonCut(r.request_id) + "\",\"op\":\"" + JsonCut(r.op) + "\",\"backend\":\"" +
+           JsonEscape(r.backend) + "\",\"device\":\"" + JsonEscape(r.device) + "\",\"code\":\"" +
+           r.code + "\",\"total_us\":" + std::to_string(us) +
+           ",\"queue_us\":" + std::to_string(r.queue_ns / 1000) +
            ",\"execute_us\":" + std::to_string(r.execute_ns / 1000);
     if (!r.message.empty()) line += ",\"error\":\"" + JsonCut(r.message, kMaxLoggedMessage) + "\"";
     if (level_ >= 3) line += ",\"outputs\":" + Tensors(r.outputs, r.opdef, false, true);
     if (level_ >= 5 && r.outputs && r.code == "OK") {
       line += ",\"output_stats\":{";
       for (size_t i = 0; i < r.outputs->size(); ++i)
-        line += (i ? ",\"" : "\"") + r.opdef->outputs[i].name + "\":" + Stats((*r.outputs)[i], true);
+        line +=
+            (i ? ",\"" : "\"") + r.opdef->outputs[i].name + "\":" + Stats((*r.outputs)[i], true);
       line += "}";
     }
     line += PrincipalField(r.principal, true) + "}\n";
   } else {
-    line = "kerneld: request id=" + TextEscape(r.request_id) + " op=" + TextEscape(r.op) +
-           " backend=" + TextEscape(r.backend) + " device=" + TextEscape(r.device) + " code=" + r.code +
-           " total_us=" + std::to_string(us);
+    line = "kerneld: request id=" + TextValue(r.request_id) + " op=" + TextValue(r.op) +
+           " backend=" + TextValue(r.backend) + " device=" + TextValue(r.device) +
+           " code=" + TextValue(r.code) + " total_us=" + std::to_string(us);
     if (level_ >= 3) line += Tensors(r.outputs, r.opdef, false, false);
     if (level_ >= 5 && r.outputs && r.code == "OK")
       for (size_t i = 0; i < r.outputs->size(); ++i)
         line += " " + r.opdef->outputs[i].name + ":" + Stats((*r.outputs)[i], false);
     line += PrincipalField(r.principal, false);
-    if (!r.message.empty()) line += " error=" + TextEscape(r.message, kMaxLoggedMessage);
+    if (!r.message.empty()) line += " error=" + TextValue(r.message, kMaxLoggedMessage);
     line += "\n";
   }
   Write(line);
@@ -243,7 +308,8 @@ TraceWriter::TraceWriter(const std::string& path, double sample_rate) : rate_(sa
     return;
   }
   start_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::steady_clock::now().time_since_epoch()).count();
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -262,11 +328,12 @@ bool TraceWriter::Sample() {
   if (rate_ >= 1) return true;
   // Deterministic systematic sampling: every 1/rate-th request.
   const uint64_t n = seen_.fetch_add(1, std::memory_order_relaxed);
-  return static_cast<uint64_t>(static_cast<double>(n + 1) * rate_) != static_cast<uint64_t>(static_cast<double>(n) * rate_);
+  return static_cast<uint64_t>(static_cast<double>(n + 1) * rate_) !=
+         static_cast<uint64_t>(static_cast<double>(n) * rate_);
 }
 
-void TraceWriter::Record(const v1::ExecuteRequest& req, const v1::ExecuteResponse& resp, int64_t arrival_ns,
-                         const std::string& principal) {
+void TraceWriter::Record(const v1::ExecuteRequest& req, const v1::ExecuteResponse& resp,
+                         int64_t arrival_ns, const std::string& principal) {
   v1::TraceRecord t;
   t.set_principal(principal);
   t.set_t_ns(arrival_ns - start_ns_);
@@ -278,7 +345,8 @@ void TraceWriter::Record(const v1::ExecuteRequest& req, const v1::ExecuteRespons
       v1::TraceTensor* tt = out->Add();
       tt->set_name(name);
       int dt = tensor.dtype();
-      tt->set_dtype(dt > 0 && dt <= kMaxDType ? std::string(DTypeName(static_cast<DType>(dt))) : std::to_string(dt));
+      tt->set_dtype(dt > 0 && dt <= kMaxDType ? std::string(DTypeName(static_cast<DType>(dt)))
+                                              : std::to_string(dt));
       for (int64_t d : tensor.shape()) tt->add_shape(d);
       tt->set_path(tensor.has_buffer() ? "buffer" : "inline");
     }
@@ -295,9 +363,18 @@ void TraceWriter::Record(const v1::ExecuteRequest& req, const v1::ExecuteRespons
         (*t.mutable_attr_types())[k] = "f";
         break;
       }
-      case v1::AttrValue::kI: (*t.mutable_attrs())[k] = std::to_string(v.i()); (*t.mutable_attr_types())[k] = "i"; break;
-      case v1::AttrValue::kB: (*t.mutable_attrs())[k] = v.b() ? "true" : "false"; (*t.mutable_attr_types())[k] = "b"; break;
-      default: (*t.mutable_attrs())[k] = v.s(); (*t.mutable_attr_types())[k] = "s"; break;
+      case v1::AttrValue::kI:
+        (*t.mutable_attrs())[k] = std::to_string(v.i());
+        (*t.mutable_attr_types())[k] = "i";
+        break;
+      case v1::AttrValue::kB:
+        (*t.mutable_attrs())[k] = v.b() ? "true" : "false";
+        (*t.mutable_attr_types())[k] = "b";
+        break;
+      default:
+        (*t.mutable_attrs())[k] = v.s();
+        (*t.mutable_attr_types())[k] = "s";
+        break;
     }
   }
   t.set_backend(resp.info().backend());

@@ -7,7 +7,8 @@
 // kernel runs, so a crash still shows the request that caused it; 5 adds
 // output statistics (min, max, NaN and Inf counts) for host-visible outputs.
 // Lines are written with one write() each, so concurrent requests never
-// interleave within a line.
+// interleave within a line. JSON lines open with "ts" (RFC 3339, UTC) and
+// "level" (metrics/daemon_log.h), like kerneld's other lines.
 #pragma once
 
 #include <atomic>
@@ -34,13 +35,21 @@ namespace kerneld::server {
 inline constexpr size_t kMaxLoggedString = 128;
 inline constexpr size_t kMaxLoggedMessage = 512;
 std::string TextEscape(const std::string& s, size_t max_len = kMaxLoggedString);
+// A value of a text line's key=value field: TextEscape'd, and in double
+// quotes (with '"' as \") when empty or holding a space, '=' or '"', so a
+// client's "x code=OK principal=ops" stays one value (logfmt's quoting);
+// TextQuoted always quotes (string attrs). TextKey: a client's attr name,
+// bytes other than [A-Za-z0-9_.-] and UTF-8 as \xHH.
+std::string TextValue(const std::string& s, size_t max_len = kMaxLoggedString);
+std::string TextQuoted(const std::string& s, size_t max_len = kMaxLoggedString);
+std::string TextKey(const std::string& k);
 
 struct RequestRecord {
   std::string request_id, op, backend, device, code, message;
   std::string principal;  // who asked (docs/security.md); "" leaves it out
-  int64_t t_ns = 0;  // arrival (steady clock)
+  int64_t t_ns = 0;       // arrival (steady clock)
   int64_t queue_ns = 0, execute_ns = 0, total_ns = 0;
-  const std::vector<TensorView>* inputs = nullptr;   // schema order
+  const std::vector<TensorView>* inputs = nullptr;  // schema order
   const std::vector<TensorView>* outputs = nullptr;
   const OpDef* opdef = nullptr;
   const AttrMap* attrs = nullptr;

@@ -23,8 +23,8 @@ int Count(const std::string& hay, const std::string& needle) {
 
 void SendMix(client::KernelClient& c, int n, std::map<std::string, int>* per_op) {
   for (int i = 0; i < n; ++i) {
-    auto req = ScaleRequest(i % 2 ? DType::kFloat16 : DType::kFloat32, {1 + i % 7, 33}, 1.5, nullptr,
-                            static_cast<uint64_t>(i));
+    auto req = ScaleRequest(i % 2 ? DType::kFloat16 : DType::kFloat32, {1 + i % 7, 33}, 1.5,
+                            nullptr, static_cast<uint64_t>(i));
     req.set_request_id("m" + std::to_string(i));
     if (i % 10 == 3) req.set_op("not_an_op");
     if (i % 10 == 7) req.mutable_attrs()->clear();
@@ -51,8 +51,10 @@ TEST(Logging, LevelOneAndThreeText) {
   v1::ExecuteResponse resp;
   ASSERT_TRUE(d.client().Execute(req, &resp).ok());
   std::string log = d.Log();
-  size_t start = log.find("kerneld: start id=abc op=scale backend=cpu device=cpu in:x=bfloat16[2, 5] factor=2");
-  size_t done = log.find("kerneld: request id=abc op=scale backend=cpu device=cpu code=OK total_us=");
+  size_t start = log.find(
+      "kerneld: start id=abc op=scale backend=cpu device=cpu in:x=bfloat16[2, 5] factor=2");
+  size_t done =
+      log.find("kerneld: request id=abc op=scale backend=cpu device=cpu code=OK total_us=");
   ASSERT_NE(start, std::string::npos) << log;
   ASSERT_NE(done, std::string::npos) << log;
   EXPECT_LT(start, done);  // written before execution
@@ -83,10 +85,20 @@ TEST(Logging, LevelFiveJsonToFileWithOutputStats) {
   }
   std::string log = ReadFile(tmpl);
   std::remove(tmpl);
-  EXPECT_NE(log.find("{\"event\":\"start\",\"id\":\"j1\",\"op\":\"scale\""), std::string::npos) << log;
-  EXPECT_NE(log.find("\"inputs\":[{\"name\":\"x\",\"dtype\":\"float32\",\"shape\":[4]}]"), std::string::npos) << log;
+  // Every line opens with its time and level (docs/metrics.md).
+  EXPECT_EQ(log.rfind("{\"ts\":\"", 0), 0u) << log;
+  EXPECT_NE(log.find("\"level\":\"debug\",\"event\":\"start\",\"id\":\"j1\",\"op\":\"scale\""),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("\"level\":\"info\",\"event\":\"request\",\"id\":\"j1\""), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("\"inputs\":[{\"name\":\"x\",\"dtype\":\"float32\",\"shape\":[4]}]"),
+            std::string::npos)
+      << log;
   EXPECT_NE(log.find("\"event\":\"request\",\"id\":\"j1\""), std::string::npos) << log;
-  EXPECT_NE(log.find("\"output_stats\":{\"y\":{\"min\":-6,\"max\":2,\"nan\":1,\"inf\":1}}"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"output_stats\":{\"y\":{\"min\":-6,\"max\":2,\"nan\":1,\"inf\":1}}"),
+            std::string::npos)
+      << log;
 }
 
 TEST(Trace, CaptureAndReplayCountsMatch) {
@@ -108,8 +120,8 @@ TEST(Trace, CaptureAndReplayCountsMatch) {
 
   Daemon replay_target;
   ASSERT_TRUE(replay_target.ok());
-  std::string cmd = std::string(KERNELCTL_BINARY) + " --target " + replay_target.target() + " replay " + trace +
-                    " --concurrency 4 2>&1";
+  std::string cmd = std::string(KERNELCTL_BINARY) + " --target " + replay_target.target() +
+                    " replay " + trace + " --concurrency 4 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

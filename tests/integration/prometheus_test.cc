@@ -333,7 +333,7 @@ TEST(PrometheusExposition, PassesPromtoolCheckMetrics) {
   SendLoad(d.client(), 20, 3, 2, &seq);  // every histogram and code family populated
   // One request through a registered shared-memory buffer: 4096 bytes in
   // and 4096 out on path="buffer", and a buffer for the buffer gauges.
-  client::SharedMemoryBuffer shm(d.client(), 8192);
+  client::SharedMemoryBuffer shm(d.unix_client(), 8192);
   ASSERT_TRUE(shm.status().ok()) << shm.status().error_message();
   {
     client::HostTensor x;
@@ -346,7 +346,7 @@ TEST(PrometheusExposition, PassesPromtoolCheckMetrics) {
     (*req.mutable_outputs())["y"] = shm.Tensor(DType::kFloat32, {1024}, 4096);
     req.set_backend("cpu");
     v1::ExecuteResponse resp;
-    grpc::Status st = d.client().Execute(req, &resp);
+    grpc::Status st = d.unix_client().Execute(req, &resp);
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
 
@@ -385,10 +385,43 @@ TEST(PrometheusExposition, PassesPromtoolCheckMetrics) {
       {"kerneld_device_memory_bytes", "gauge"},
       {"kerneld_device_healthy", "gauge"},
       {"kerneld_build_info", "gauge"},
+      // The standard process collector's series (issue 26), and those
+      // prometheus-cpp's exposer exported, kept when it was replaced.
+      {"process_cpu_seconds_total", "counter"},
+      {"process_resident_memory_bytes", "gauge"},
+      {"process_virtual_memory_bytes", "gauge"},
+      {"process_open_fds", "gauge"},
+      {"process_max_fds", "gauge"},
+      {"process_start_time_seconds", "gauge"},
+      {"exposer_transferred_bytes_total", "counter"},
+      {"exposer_scrapes_total", "counter"},
+      {"exposer_request_latencies", "summary"},
   };
   for (const auto& [name, type] : families)
     EXPECT_NE(body.find("# TYPE " + name + " " + type + "\n"), std::string::npos) << name << "\n"
                                                                                   << body;
+  // process_* describe this daemon: compare with what /proc says of it.
+  {
+    const double now = std::chrono::duration<double>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    const double start = SeriesValue(body, "process_start_time_seconds", {}).value_or(0);
+    EXPECT_GT(start, now - 600) << body;  // started by this test, not at boot
+    EXPECT_LE(start, now + 1) << body;
+    const double fds = SeriesValue(body, "process_open_fds", {}).value_or(0);
+    EXPECT_GE(fds, 5);  // std streams, the listeners, epoll
+    EXPECT_LE(fds, SeriesValue(body, "process_max_fds", {}).value_or(0));
+    std::ifstream status("/proc/" + std::to_string(d.pid()) + "/status");
+    double vm_rss_kb = 0;
+    for (std::string key; status >> key;)
+      if (key == "VmRSS:") status >> vm_rss_kb;
+      else status.ignore(1 << 16, '\n');
+    const double rss = SeriesValue(body, "process_resident_memory_bytes", {}).value_or(0);
+    EXPECT_GT(rss, vm_rss_kb * 1024 / 2) << "VmRSS " << vm_rss_kb << " kB";
+    EXPECT_LT(rss, vm_rss_kb * 1024 * 2) << "VmRSS " << vm_rss_kb << " kB";
+    EXPECT_GE(SeriesValue(body, "process_virtual_memory_bytes", {}).value_or(0), rss);
+    EXPECT_GT(SeriesValue(body, "process_cpu_seconds_total", {}).value_or(0), 0);  // it served load
+  }
 
   // Fixed buckets: 5e-6 * 2^k s for k = 0..21, then +Inf.
   std::vector<double> les;
