@@ -154,6 +154,16 @@ std::string FlagsHelp() {
                          --queue_capacity)
   --rate_limit=R         per principal: requests per second, a token bucket with one
                          second's burst; beyond it RESOURCE_EXHAUSTED (0, default: none)
+
+ runtime compilation, the nvrtc backend (docs/jit.md):
+  --jit=MODE             async (default): a new specialization runs on AOT while NVRTC
+                         compiles it in the background; sync: the request waits for the
+                         compile; off: no runtime compilation
+  --jit_cache_dir=PATH   compiled kernels on disk (default $XDG_CACHE_HOME/kerneld/jit,
+                         else ~/.cache/kerneld/jit); owned by the daemon's user, writable by
+                         no one else. Unusable: a log line, and compiles are kept in memory
+  --jit_cache_max_mb=N   the cache's size cap; least recently used entries go first
+                         (default 1024; 0: no cap)
 )";
 }
 
@@ -352,6 +362,22 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
          char* end = nullptr;
          cfg->rate_limit = std::strtod(v.c_str(), &end);
          return !v.empty() && *end == '\0' && cfg->rate_limit >= 0 && cfg->rate_limit <= 1e9;
+       }},
+      // The nvrtc backend's JIT.
+      {"jit",
+       [&](const std::string& v) {
+         cfg->jit = v;
+         return v == "async" || v == "sync" || v == "off";
+       }},
+      {"jit_cache_dir",
+       [&](const std::string& v) {
+         cfg->jit_cache_dir = v;
+         return !v.empty();
+       }},
+      {"jit_cache_max_mb",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->jit_cache_max_mb) && cfg->jit_cache_max_mb >= 0 &&
+                cfg->jit_cache_max_mb <= (1 << 24);
        }},
   };
   for (int i = 1; i < argc; ++i) {

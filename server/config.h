@@ -54,6 +54,10 @@ struct Config {
   int64_t quota_buffers = 0;   // buffers held
   int64_t quota_inflight = 0;  // requests in flight
   double rate_limit = 0;       // requests/s per principal (token bucket); 0: none
+  // The nvrtc backend's JIT (docs/jit.md).
+  std::string jit = "async";    // async | sync | off
+  std::string jit_cache_dir;    // "": $XDG_CACHE_HOME/kerneld/jit, else ~/.cache/kerneld/jit
+  int jit_cache_max_mb = 1024;  // the cache's size cap, least recently used evicted; 0: none
 };
 
 // The quotas a daemon gets when no flag names them: a quarter of the host's
