@@ -154,6 +154,11 @@ std::string FlagsHelp() {
                          --queue_capacity)
   --rate_limit=R         per principal: requests per second, a token bucket with one
                          second's burst; beyond it RESOURCE_EXHAUSTED (0, default: none)
+  --anonymous_buffers=M  buffers of plaintext TCP callers without a token: connection
+                         (default): each connection is a principal of its own, its buffers
+                         private to it and released when it closes; shared: every such
+                         caller is the one principal "anonymous" (any local user may list
+                         and use the others' buffers)
 
  runtime compilation, the nvrtc backend (docs/jit.md):
   --jit=MODE             async (default): a new specialization runs on AOT while NVRTC
@@ -315,6 +320,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) { return ParseBool(v, &cfg->enable_test_ops); }},
       {"allow_client_buffers",
        [&](const std::string& v) { return ParseBool(v, &cfg->allow_client_buffers); }},
+      {"anonymous_buffers",
+       [&](const std::string& v) {
+         cfg->anonymous_buffers = v;
+         return v == "connection" || v == "shared";
+       }},
       {"tls_listen",
        [&](const std::string& v) {
          cfg->tls_listen.push_back(v);

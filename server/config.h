@@ -54,6 +54,10 @@ struct Config {
   int64_t quota_buffers = 0;   // buffers held
   int64_t quota_inflight = 0;  // requests in flight
   double rate_limit = 0;       // requests/s per principal (token bucket); 0: none
+  // Buffers of plaintext TCP callers without a token: "connection" (private
+  // to the connection that registered them, released when it closes) or
+  // "shared" (one principal, "anonymous", for every such caller).
+  std::string anonymous_buffers = "connection";
   // The nvrtc backend's JIT (docs/jit.md).
   std::string jit = "async";    // async | sync | off
   std::string jit_cache_dir;    // "": $XDG_CACHE_HOME/kerneld/jit, else ~/.cache/kerneld/jit
