@@ -4,7 +4,8 @@ A decode loop calls the same op on tensors of the same shapes again and
 again. The generic path (Prepared) derives everything anew each time: names,
 schema checks, output shapes, a protobuf message. On the GPU host that took
 17 us a call for numpy inline and 40 us for torch over CUDA IPC, most of what
-Python added over kernelctl's stream (docs/performance.md, fifth session).
+Python added over kernelctl's stream (H200, 2026-11-26, commit e8f7630;
+docs/history/performance-2026-11.md).
 
 A plan is made from a call that succeeded on the generic path. Its key holds
 everything that decided that request: the op, each tensor's kind, dtype,
