@@ -52,6 +52,7 @@ const CudaDriverApi* LoadCudaDriver(std::string* why) {
     Resolve(lib, "cuModuleUnload", &api->module_unload, &missing);
     Resolve(lib, "cuModuleGetFunction", &api->module_get_function, &missing);
     Resolve(lib, "cuGetErrorString", &api->get_error_string, &missing);
+    Resolve(lib, "cuLaunchKernel", &api->launch_kernel, &missing);
     if (!missing.empty()) {
       error = "libcuda.so.1 lacks " + missing;
       delete api;

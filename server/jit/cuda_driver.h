@@ -29,6 +29,10 @@ struct CudaDriverApi {
   int (*module_unload)(Module module) = nullptr;
   int (*module_get_function)(Function* fn, Module module, const char* name) = nullptr;
   int (*get_error_string)(int result, const char** str) = nullptr;
+  // cuLaunchKernel; `stream` is a cudaStream_t / CUstream (the same handle).
+  int (*launch_kernel)(Function fn, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                       unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
+                       void* stream, void** params, void** extra) = nullptr;
 
   std::string ErrorName(int result) const;
 };
