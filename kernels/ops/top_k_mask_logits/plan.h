@@ -1,0 +1,83 @@
+// The CUDA launch plan of the top-k kernels (top_k_mask_logits,
+// top_k_renorm_probs): how many blocks share a row and how each caches its
+// part. Host-only, so that CPU tests can check the chooser and GPU tests can
+// force a path; ops/top_k_mask_logits/cuda.cuh launches what it says.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
+namespace kerneld::cuda::top_k {
+
+constexpr int kMaxThreads = 512;  // block bound of the register-cached kernel
+constexpr int kMinThreads = 256;  // one thread a histogram bin
+constexpr int kMaxItems = 16;     // packs cached per thread, at most
+constexpr int kMaxKeys = 32;      // keys (elements) cached per thread, at most
+constexpr int kMaxCluster = 16;   // the H100's non-portable cluster limit (portable: 8)
+constexpr int kStreamThreads = 1024;
+
+// What the launcher needs to know of the device.
+struct DeviceCaps {
+  int index = 0;               // CUDA device ordinal
+  int compute_capability = 0;  // major * 10 + minor
+  int sm_count = 1;
+};
+
+// cluster >= 1: the register-cached kernel, each row split over `cluster`
+// blocks (a thread-block cluster when > 1, sm_90+) of `threads` threads
+// caching `items` packs (of `n` elements) each. cluster 0: the streaming kernel (one block a
+// row, the row re-read from L2 each radix round).
+struct Plan {
+  int cluster = 0;
+  int threads = kStreamThreads;
+  int items = 0;
+};
+
+// For tests and labs: >= 0 forces the cluster size (0: streaming), still
+// raised to what caches a row.
+inline std::atomic<int> g_force_cluster{-1};
+
+inline int Pow2Ceil(int64_t v) {
+  int p = 1;
+  while (p < v && p < (1 << 30)) p <<= 1;
+  return p;
+}
+
+// The one chooser, over rows of `units` packs of `n` elements. Each block
+// takes at most kSplitElements elements (~16 a thread at 512 threads) and
+// the row's blocks put at least half the SMs to work: a decode batch (1-64
+// rows) over a 32k-128k vocabulary in one block a row would leave most SMs
+// idle, as softmax found (ops/softmax/plan.h). Clusters need sm_90; before
+// that a row that one block cannot cache streams.
+constexpr int64_t kSplitElements = 8192;
+inline Plan ChoosePlan(int64_t rows, int64_t units, int n, const DeviceCaps& dev, int force = -1) {
+  Plan plan;
+  if (force == 0 || rows <= 0) return plan;
+  const int64_t sms = std::max(dev.sm_count, 1);
+  const bool clusters = dev.compute_capability >= 90;
+  int c = 1;
+  if (force > 0) {
+    c = force;
+  } else if (clusters) {
+    const int64_t fill = (sms + 2 * rows - 1) / (2 * rows);
+    const int64_t split = std::max<int64_t>(1, kSplitElements / n);
+    c = std::min(kMaxCluster, std::max(Pow2Ceil((units + split - 1) / split), Pow2Ceil(fill)));
+  }
+  for (; c <= (clusters ? kMaxCluster : 1); c *= 2) {
+    if (rows > INT_MAX / c) break;
+    const int64_t chunk = (units + c - 1) / c;
+    for (int items = 1; items <= kMaxItems && items * n <= kMaxKeys; items *= 2) {
+      const int64_t t = (chunk + items - 1) / items;
+      if (t > kMaxThreads) continue;
+      plan.cluster = c;
+      plan.items = items;
+      plan.threads = static_cast<int>(std::max<int64_t>(kMinThreads, (t + 31) / 32 * 32));
+      return plan;
+    }
+  }
+  return plan;  // streams
+}
+
+}  // namespace kerneld::cuda::top_k

@@ -1,0 +1,78 @@
+// top_k_mask_logits on CUDA against the float64 reference and the CPU
+// (exact: a selection), on every launch path (cluster-split, one block a
+// row, streaming): decode shapes over LLM vocabularies, odd vocabularies
+// (single-element packs), a k per row with keep-all values, ties, in place,
+// misaligned views.
+#include <gtest/gtest.h>
+
+#include "gpu_util.h"
+#include "ops/top_k_mask_logits/plan.h"
+
+namespace kerneld::testing {
+namespace {
+
+// Forces the launch plan's cluster size for one scope (-1: the chooser).
+struct ForceCluster {
+  explicit ForceCluster(int c) { cuda::top_k::g_force_cluster = c; }
+  ~ForceCluster() { cuda::top_k::g_force_cluster = -1; }
+};
+
+void ExpectMatches(const HostTensors& in, const std::string& alias = "", size_t misalign = 0) {
+  OpRun g = RunOnCuda("top_k_mask_logits", in, {}, "cuda", alias, misalign);
+  ASSERT_TRUE(g.status.ok()) << g.status.ToString();
+  EXPECT_EQ(CheckAgainstReference("top_k_mask_logits", in, {}, g.outputs, 0, 0), "");
+  OpRun c = RunOnCpu("top_k_mask_logits", in, {});
+  ASSERT_TRUE(c.status.ok()) << c.status.ToString();
+  EXPECT_EQ(g.outputs["masked_logits"].values, c.outputs["masked_logits"].values);
+}
+
+TEST(TopKMaskLogitsGpu, MatchesReferenceOnEveryPath) {
+  std::mt19937_64 rng(7);
+  for (int force : {-1, 0, 1, 4})
+    for (DType dt : FloatTypes())
+      for (auto [rows, vocab] : std::vector<std::pair<int64_t, int64_t>>{{1, 1},
+                                                                         {3, 127},
+                                                                         {2, 4096},
+                                                                         {1, 32000},
+                                                                         {16, 32000},
+                                                                         {64, 32000},
+                                                                         {1, 50257},
+                                                                         {1, 128256},
+                                                                         {16, 128256},
+                                                                         {64, 128256}}) {
+        SCOPED_TRACE(std::string(DTypeName(dt)) + " " + std::to_string(rows) + "x" +
+                     std::to_string(vocab) + " force " + std::to_string(force));
+        ForceCluster f(force);
+        HostTensors in = {
+            {"logits", Random(dt, {rows, vocab}, rng, -8, 8)},
+            {"top_k", Random(DType::kInt32, {rows}, rng, -1,
+                             static_cast<double>(std::min<int64_t>(vocab + 2, 300)))}};
+        ExpectMatches(in);
+        in["top_k"] = {DType::kInt64, {}, {50}};
+        ExpectMatches(in);
+      }
+}
+
+TEST(TopKMaskLogitsGpu, TiesSignedZerosInPlaceMisaligned) {
+  const double inf = INFINITY;
+  ExpectMatches(
+      {{"logits", {DType::kFloat32, {2, 6}, {3, 1, 3, 2, 3, -inf, 0, -0.0, 1, -1, -inf, 0}}},
+       {"top_k", {DType::kInt32, {2}, {2, 3}}}});
+  std::mt19937_64 rng(8);
+  for (DType dt : FloatTypes()) {
+    // Few distinct values: many ties at every boundary.
+    HostTensor x = Random(DType::kInt32, {4, 32000}, rng, -3, 3);
+    x.dtype = dt;
+    HostTensors in = {{"logits", x}, {"top_k", {DType::kInt32, {4}, {1, 7000, 31999, 32000}}}};
+    ExpectMatches(in);
+    in["logits"] = Random(dt, {8, 32000}, rng, -4, 4);
+    in["top_k"] = {DType::kInt32, {1}, {40}};
+    ExpectMatches(in, "masked_logits");
+    ExpectMatches(in, "", /*misalign=*/2);
+  }
+}
+
+}  // namespace
+}  // namespace kerneld::testing
+
+KERNELD_GPU_TEST_MAIN()
