@@ -93,6 +93,22 @@ part_tests() {
   done
 }
 
+# zero_copy TAG "BACKEND VIA"...: scale on 4096 float16 round trips over the
+# unix socket, checked: kernelctl is a second process, so a CUDA IPC handle
+# really crosses processes.
+zero_copy() {
+  local tag=$1 v
+  shift
+  for v in "$@"; do
+    # shellcheck disable=SC2086  # two words
+    set -- $v
+    echo "== --backend $1 --via $2$tag" >>"$log/zero_copy.txt"
+    "$kernelctl" --target "$U" run scale --backend "$1" --via "$2" --dtype float16 --shape 4096 \
+      --attr factor=2.0 --repeat 3000 --check >>"$log/zero_copy.txt" 2>&1
+    note "kernelctl $1 --via $2$tag" $?
+  done
+}
+
 part_smoke() {
   local dt v
   start_daemon
@@ -113,28 +129,12 @@ part_smoke() {
       --attr transpose_b="$2" --check >"$log/gemm_$1.txt" 2>&1 && grep -q "^gemm on $3/" "$log/gemm_$1.txt"
     note "kernelctl gemm $1 -> $3" $?
   done
-  # Zero-copy round trips over the unix socket: kernelctl is a second
-  # process, so a CUDA IPC handle really crosses processes.
-  for v in "cuda ipc" "cuda server-buffer" "cuda inline" "cpu shm" "cpu inline"; do
-    # shellcheck disable=SC2086  # two or three words
-    set -- $v
-    echo "== --backend $1 --via $2" >>"$log/zero_copy.txt"
-    "$kernelctl" --target "$U" run scale --backend "$1" --via "$2" --dtype float16 --shape 4096 \
-      --attr factor=2.0 --repeat 3000 --check >>"$log/zero_copy.txt" 2>&1
-    note "kernelctl $1 --via $2" $?
-  done
+  zero_copy "" "cuda ipc" "cuda server-buffer" "cuda inline" "cpu shm" "cpu inline"
   stop_daemon
   note "kerneld SIGTERM exit" $?
   # The same with idle device threads polling their queues.
   start_daemon --worker_spin_us 1000
-  for v in "cuda ipc" "cpu shm"; do
-    # shellcheck disable=SC2086  # two or three words
-    set -- $v
-    echo "== --backend $1 --via $2 --worker_spin_us 1000" >>"$log/zero_copy.txt"
-    "$kernelctl" --target "$U" run scale --backend "$1" --via "$2" --dtype float16 --shape 4096 \
-      --attr factor=2.0 --repeat 3000 --check >>"$log/zero_copy.txt" 2>&1
-    note "kernelctl $1 --via $2 spin" $?
-  done
+  zero_copy " spin" "cuda ipc" "cpu shm"
   stop_daemon
   echo "== zero copy (scale, 4096 float16)"
   grep -E "^==|ready in|client p50|server p50" "$log/zero_copy.txt"

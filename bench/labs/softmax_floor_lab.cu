@@ -45,6 +45,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_cuda.cuh"
@@ -93,7 +94,7 @@ __device__ __forceinline__ float4 Halves(uint2 p) {
 // This block's part of its row: packs [begin, end), loaded into v (K a
 // thread, strided by the block; -inf halves past the end).
 struct Chunk {
-  int64_t begin, end;
+  int64_t row, begin, end;
   float4* yr;
 };
 
@@ -110,7 +111,31 @@ __device__ __forceinline__ Chunk LoadChunk(const uint2* x, float4* y, int64_t un
     const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
     v[k] = u < end ? (kHints ? __ldcs(xr + u) : xr[u]) : make_uint2(0xfc00fc00u, 0xfc00fc00u);
   }
-  return {begin, end, y + row * units};
+  return {row, begin, end, y + row * units};
+}
+
+// The largest of the thread's K packs (-inf halves pad a short chunk).
+template <int K>
+__device__ __forceinline__ float PacksMax(const uint2 (&v)[K]) {
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const float4 f = Halves(v[k]);
+    m = fmaxf(m, fmaxf(fmaxf(f.x, f.y), fmaxf(f.z, f.w)));
+  }
+  return m;
+}
+
+// Thread 0 of each of a row's blocks, after writing its partial: count this
+// block in, then wait until every block of the launch has (the counter only
+// grows: `want` is its value after this launch).
+__device__ __forceinline__ void ArriveAndWait(unsigned* arrived, int64_t row, unsigned want) {
+  __threadfence();
+  atomicAdd(arrived + row, 1u);
+  unsigned seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrived + row));
+  } while (static_cast<int>(seen - want) < 0);
 }
 
 // The whole softmax (scale 1) in the skeletons' frame: the row's packs held
@@ -123,17 +148,9 @@ template <int K, int kMode, bool kHints>
 __global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, int64_t units,
                          int parts, float2* partials, unsigned* arrived, unsigned want) {
   __shared__ float2 red[32];
-  const int64_t row = blockIdx.x / parts;
   uint2 v[K];
   const Chunk ch = LoadChunk<K, kHints>(x, y, units, parts, v);
-  const int64_t begin = ch.begin, end = ch.end;
-  float4* yr = ch.yr;
-  float m = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const float4 f = Halves(v[k]);
-    m = fmaxf(m, fmaxf(fmaxf(f.x, f.y), fmaxf(f.z, f.w)));
-  }
+  float m = PacksMax(v);
   float s = 0.f;
   if (m != -INFINITY) {
 #pragma unroll
@@ -174,15 +191,10 @@ __global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, in
   } else {
     if (threadIdx.x == 0) {
       partials[blockIdx.x] = make_float2(m, s);
-      __threadfence();
-      atomicAdd(arrived + row, 1u);
-      unsigned seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrived + row));
-      } while (static_cast<int>(seen - want) < 0);
+      ArriveAndWait(arrived, ch.row, want);
       float gm = -INFINITY, gs = 0.f;
       for (int p = 0; p < parts; ++p) {
-        const float2 q = __ldcg(partials + row * parts + p);
+        const float2 q = __ldcg(partials + ch.row * parts + p);
         MergeMs(gm, gs, q.x, q.y);
       }
       red[0] = make_float2(gm, gs);
@@ -192,15 +204,15 @@ __global__ void SoftFull(const uint2* __restrict__ x, float4* __restrict__ y, in
   const float gm = red[0].x, inv = 1.f / red[0].y;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
-    if (u < end) {
+    const int64_t u = ch.begin + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < ch.end) {
       const float4 f = Halves(v[k]);
       const float4 o = make_float4(__expf(f.x - gm) * inv, __expf(f.y - gm) * inv,
                                    __expf(f.z - gm) * inv, __expf(f.w - gm) * inv);
       if (kHints)
-        __stcs(yr + u, o);
+        __stcs(ch.yr + u, o);
       else
-        yr[u] = o;
+        ch.yr[u] = o;
     }
   }
 }
@@ -211,21 +223,10 @@ template <int K, int kMode>
 __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, int64_t units,
                          int parts, float* partials, unsigned* arrived, unsigned want) {
   __shared__ float red[32];
-  const int64_t row = blockIdx.x / parts;
   uint2 v[K];
   const Chunk ch = LoadChunk<K, true>(x, y, units, parts, v);
-  const int64_t begin = ch.begin, end = ch.end;
-  float4* yr = ch.yr;
   float m = 0.f;
-  if constexpr (kMode != kStream) {
-    m = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const float4 f = Halves(v[k]);
-      m = fmaxf(m, fmaxf(fmaxf(f.x, f.y), fmaxf(f.z, f.w)));
-    }
-    m = BlockMax(m, red);
-  }
+  if constexpr (kMode != kStream) m = BlockMax(PacksMax(v), red);
   if constexpr (kMode == kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+; never launched below
     __shared__ float mine;  // this block's max, read by warp 0 of every block
@@ -246,14 +247,9 @@ __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, in
     __syncthreads();  // BlockMax's readers of red[] are done
     if (threadIdx.x == 0) {
       partials[blockIdx.x] = m;
-      __threadfence();
-      atomicAdd(arrived + row, 1u);
-      unsigned seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrived + row));
-      } while (static_cast<int>(seen - want) < 0);
+      ArriveAndWait(arrived, ch.row, want);
       float g = -INFINITY;
-      for (int p = 0; p < parts; ++p) g = fmaxf(g, __ldcg(partials + row * parts + p));
+      for (int p = 0; p < parts; ++p) g = fmaxf(g, __ldcg(partials + ch.row * parts + p));
       red[0] = g;
     }
     __syncthreads();
@@ -261,11 +257,10 @@ __global__ void Skeleton(const uint2* __restrict__ x, float4* __restrict__ y, in
   }
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    const int64_t u = begin + threadIdx.x + int64_t{k} * blockDim.x;
-    if (u < end) {
-      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v[k].x));
-      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v[k].y));
-      __stcs(yr + u, make_float4(a.x - m, a.y - m, b.x - m, b.y - m));
+    const int64_t u = ch.begin + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < ch.end) {
+      const float4 f = Halves(v[k]);
+      __stcs(ch.yr + u, make_float4(f.x - m, f.y - m, f.z - m, f.w - m));
     }
   }
 }
@@ -307,8 +302,8 @@ bool LaunchK(const Shape& sh, Buffers& b, int parts, int threads, cudaStream_t s
   const int64_t units = sh.vocab / 4;
   const unsigned grid = static_cast<unsigned>(sh.rows * parts);
   if constexpr (kMode == kCluster || kMode == kSoftCluster) {
-    if (parts > 8 &&
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+    if (parts > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                          1) != cudaSuccess)
       return false;
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(grid);
@@ -349,32 +344,29 @@ bool LaunchK(const Shape& sh, Buffers& b, int parts, int threads, cudaStream_t s
   }
 }
 
+// LaunchK for the thread's pack count k: one instantiation per K the sweep
+// uses (1 to 32, powers of 2); any other k launches nothing.
 template <int kMode, bool kHints = true>
 bool Launch(const Shape& sh, Buffers& b, int parts, int threads, int k, cudaStream_t s) {
-  switch (k) {
-    case 1: return LaunchK<1, kMode, kHints>(sh, b, parts, threads, s);
-    case 2: return LaunchK<2, kMode, kHints>(sh, b, parts, threads, s);
-    case 4: return LaunchK<4, kMode, kHints>(sh, b, parts, threads, s);
-    case 8: return LaunchK<8, kMode, kHints>(sh, b, parts, threads, s);
-    case 16: return LaunchK<16, kMode, kHints>(sh, b, parts, threads, s);
-    case 32: return LaunchK<32, kMode, kHints>(sh, b, parts, threads, s);
-    default: return false;
+  bool ok = false;
+  [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
+    ((k == Ks && (ok = LaunchK<Ks, kMode, kHints>(sh, b, parts, threads, s), true)) || ...);
   }
+  (std::integer_sequence<int, 1, 2, 4, 8, 16, 32>{});
+  return ok;
 }
 
-// mode 6 and 7: kSoftCluster and kSoftGrid with plain loads and stores.
+// Modes 6 and 7: kSoftCluster and kSoftGrid with plain loads and stores.
 constexpr int kModes = 8;
 bool Run(int mode, const Shape& sh, Buffers& b, int parts, int threads, int k, cudaStream_t s) {
-  switch (mode) {
-    case kStream: return Launch<kStream>(sh, b, parts, threads, k, s);
-    case kBlock: return Launch<kBlock>(sh, b, parts, threads, k, s);
-    case kCluster: return Launch<kCluster>(sh, b, parts, threads, k, s);
-    case kGrid: return Launch<kGrid>(sh, b, parts, threads, k, s);
-    case kSoftCluster: return Launch<kSoftCluster>(sh, b, parts, threads, k, s);
-    case kSoftGrid: return Launch<kSoftGrid>(sh, b, parts, threads, k, s);
-    case 6: return Launch<kSoftCluster, false>(sh, b, parts, threads, k, s);
-    default: return Launch<kSoftGrid, false>(sh, b, parts, threads, k, s);
+  bool ok = false;
+  [&]<int... Ms>(std::integer_sequence<int, Ms...>) {
+    ((mode == Ms &&
+      (ok = Launch<(Ms < 6 ? Ms : Ms - 2), (Ms < 6)>(sh, b, parts, threads, k, s), true)) ||
+     ...);
   }
+  (std::make_integer_sequence<int, kModes>{});
+  return ok;
 }
 
 // y == x (stream) or x - row max, exactly (float arithmetic on float16 values).
@@ -396,8 +388,13 @@ bool Check(int mode, const Shape& sh, Buffers& b) {
   return true;
 }
 
-const char* kFamily[kModes] = {"stream", "block", "cluster", "grid",
-                               "softmax cluster", "softmax grid", "softmax cluster plain",
+const char* kFamily[kModes] = {"stream",
+                               "block",
+                               "cluster",
+                               "grid",
+                               "softmax cluster",
+                               "softmax grid",
+                               "softmax cluster plain",
                                "softmax grid plain"};
 
 }  // namespace
@@ -415,8 +412,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
-  std::printf("softmax_floor_lab: %s, %d SMs, L2 %d MiB; CUDA events, L2 read-flushed, median of %d\n",
-              prop.name, g_sms, prop.l2CacheSize >> 20, reps);
+  std::printf(
+      "softmax_floor_lab: %s, %d SMs, L2 %d MiB; CUDA events, L2 read-flushed, median of %d\n",
+      prop.name, g_sms, prop.l2CacheSize >> 20, reps);
   g_flush.bytes = 2 * static_cast<size_t>(prop.l2CacheSize);
   g_flush.sms = g_sms;
   void* fb = nullptr;
@@ -428,9 +426,9 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const kerneld::cuda::softmax::DeviceCaps dev{0, prop.major * 10 + prop.minor, g_sms};
 
-  const std::vector<Shape> shapes = {{16, 4096},  {1, 32768},  {16, 32768}, {64, 32768},
-                                     {64, 50000}, {1, 128256}, {4, 128256}, {16, 128256},
-                                     {64, 128256}};
+  const std::vector<Shape> shapes = {{16, 4096},  {1, 32768},   {16, 32768},
+                                     {64, 32768}, {64, 50000},  {1, 128256},
+                                     {4, 128256}, {16, 128256}, {64, 128256}};
   std::vector<std::string> table;
   for (const Shape& sh : shapes) {
     const size_t n = static_cast<size_t>(sh.rows * sh.vocab);
@@ -451,7 +449,8 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < sh.vocab; ++i)
         sum += std::exp(static_cast<double>(__half2float(b.hx[r0 + i])) - b.want[r]);
       for (int64_t i = 0; i < sh.vocab; ++i)
-        b.soft[r0 + i] = std::exp(static_cast<double>(__half2float(b.hx[r0 + i])) - b.want[r]) / sum;
+        b.soft[r0 + i] =
+            std::exp(static_cast<double>(__half2float(b.hx[r0 + i])) - b.want[r]) / sum;
     }
     CK(cudaMalloc(&b.x, n * sizeof(__half)));
     CK(cudaMalloc(&b.y, n * sizeof(float)));
@@ -463,13 +462,13 @@ int main(int argc, char** argv) {
     void *ca, *cbuf;
     CK(cudaMalloc(&ca, bytes / 2));
     CK(cudaMalloc(&cbuf, bytes / 2));
-    const double copy = TimeUs(s, reps, [&] {
-      CK(cudaMemcpyAsync(cbuf, ca, bytes / 2, cudaMemcpyDeviceToDevice, s));
-    });
+    const double copy = TimeUs(
+        s, reps, [&] { CK(cudaMemcpyAsync(cbuf, ca, bytes / 2, cudaMemcpyDeviceToDevice, s)); });
     CK(cudaFree(ca));
     CK(cudaFree(cbuf));
     const double prod = TimeUs(s, reps, [&] {
-      CK((kerneld::cuda::softmax::Softmax<__half, float>(b.x, b.y, sh.rows, sh.vocab, 1.0f, dev, s)));
+      CK((kerneld::cuda::softmax::Softmax<__half, float>(b.x, b.y, sh.rows, sh.vocab, 1.0f, dev,
+                                                         s)));
     });
     std::printf("%4lld x %-7lld copy %7.2f us   production %7.2f us (%.2f x copy)\n",
                 static_cast<long long>(sh.rows), static_cast<long long>(sh.vocab), copy, prod,
@@ -490,7 +489,7 @@ int main(int argc, char** argv) {
         for (int threads : {128, 256, 512, 1024}) {
           int k = 1;
           while (k < 32 && int64_t{k} * threads < chunk) k *= 2;
-          if (int64_t{k} * threads < chunk) continue;            // the row does not fit
+          if (int64_t{k} * threads < chunk) continue;                // the row does not fit
           if (k > 1 && int64_t{k / 2} * threads >= chunk) continue;  // fewer threads do it
           CK(cudaMemset(b.y, 0xff, n * sizeof(float)));
           if (!Run(mode, sh, b, parts, threads, k, s)) continue;

@@ -13,54 +13,22 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "../bench_cuda.cuh"  // CK, FlushedMedianUs
 #include "flashinfer/norm.cuh"
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+namespace kb = kerneld::bench;
 
-// kernel_bench's clean flush: read 2 x L2 bypassing L1.
-__global__ void ReadKernel(const uint4* p, size_t n, unsigned* sink) {
-  unsigned x = 0;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
-    const uint4 v = __ldcg(p + i);
-    x ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (x == 0x9e3779b9u) *sink = x;
-}
-
+// kernel_bench's method: a stream, an L2 read-flush before each run.
 struct Timer {
   cudaStream_t s;
-  void* flush;
-  size_t flush_bytes;
-  unsigned* sink;
-  int sms;
-  cudaEvent_t a, b;
-  double MedianUs(int reps, const std::function<void()>& f) {
-    std::vector<float> t;
-    f();
-    CK(cudaStreamSynchronize(s));
-    for (int i = 0; i < reps; ++i) {
-      ReadKernel<<<4 * sms, 512, 0, s>>>(static_cast<const uint4*>(flush), flush_bytes / 16, sink);
-      CK(cudaEventRecord(a, s));
-      f();
-      CK(cudaEventRecord(b, s));
-      CK(cudaEventSynchronize(b));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2] * 1000.0;
+  kb::L2Flush flush;
+  template <typename F>
+  double MedianUs(int reps, F&& f) {
+    return kb::FlushedMedianUs(s, reps, flush, std::forward<F>(f));
   }
 };
 
@@ -75,13 +43,16 @@ void Run(Timer& tm, int reps, const char* dt, int rows, int h, bool* first) {
   CK(cudaMemset(x, 0x11, n * sizeof(T)));
   CK(cudaMemset(r, 0x12, n * sizeof(T)));
   CK(cudaMemset(w, 0x13, h * sizeof(T)));
-  const double rms = tm.MedianUs(reps, [&] { CK(flashinfer::norm::RMSNorm<T>(x, w, y, rows, h, h, h, 1e-6f, false, tm.s)); });
-  const double fused =
-      tm.MedianUs(reps, [&] { CK(flashinfer::norm::FusedAddRMSNorm<T>(x, r, w, rows, h, h, h, 1e-6f, false, tm.s)); });
-  std::printf("%s{\"op\":\"rmsnorm\",\"dtype\":\"%s\",\"rows\":%d,\"hidden\":%d,\"us\":%.4f}", *first ? "" : ",\n", dt,
-              rows, h, rms);
-  std::printf(",\n{\"op\":\"fused_add_rmsnorm\",\"dtype\":\"%s\",\"rows\":%d,\"hidden\":%d,\"us\":%.4f}", dt, rows, h,
-              fused);
+  const double rms = tm.MedianUs(
+      reps, [&] { CK(flashinfer::norm::RMSNorm<T>(x, w, y, rows, h, h, h, 1e-6f, false, tm.s)); });
+  const double fused = tm.MedianUs(reps, [&] {
+    CK(flashinfer::norm::FusedAddRMSNorm<T>(x, r, w, rows, h, h, h, 1e-6f, false, tm.s));
+  });
+  std::printf("%s{\"op\":\"rmsnorm\",\"dtype\":\"%s\",\"rows\":%d,\"hidden\":%d,\"us\":%.4f}",
+              *first ? "" : ",\n", dt, rows, h, rms);
+  std::printf(
+      ",\n{\"op\":\"fused_add_rmsnorm\",\"dtype\":\"%s\",\"rows\":%d,\"hidden\":%d,\"us\":%.4f}",
+      dt, rows, h, fused);
   *first = false;
   cudaFree(x), cudaFree(r), cudaFree(y), cudaFree(w);
 }
@@ -95,13 +66,13 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   Timer tm;
   CK(cudaStreamCreateWithFlags(&tm.s, cudaStreamNonBlocking));
-  tm.sms = prop.multiProcessorCount;
-  tm.flush_bytes = 2 * size_t(prop.l2CacheSize);
-  CK(cudaMalloc(&tm.flush, tm.flush_bytes));
-  CK(cudaMemset(tm.flush, 1, tm.flush_bytes));
-  CK(cudaMalloc(&tm.sink, 4));
-  CK(cudaEventCreate(&tm.a));
-  CK(cudaEventCreate(&tm.b));
+  void* flush = nullptr;
+  unsigned* sink = nullptr;
+  const size_t flush_bytes = 2 * size_t(prop.l2CacheSize);
+  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMemset(flush, 1, flush_bytes));
+  CK(cudaMalloc(&sink, 4));
+  tm.flush = {flush, flush_bytes, prop.multiProcessorCount, sink};
   const int reps = std::atoi(argv[1]);
   bool first = true;
   std::printf("[\n");
