@@ -402,9 +402,8 @@ TEST(PrometheusExposition, PassesPromtoolCheckMetrics) {
                                                                                   << body;
   // process_* describe this daemon: compare with what /proc says of it.
   {
-    const double now = std::chrono::duration<double>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     const double start = SeriesValue(body, "process_start_time_seconds", {}).value_or(0);
     EXPECT_GT(start, now - 600) << body;  // started by this test, not at boot
     EXPECT_LE(start, now + 1) << body;
@@ -414,13 +413,19 @@ TEST(PrometheusExposition, PassesPromtoolCheckMetrics) {
     std::ifstream status("/proc/" + std::to_string(d.pid()) + "/status");
     double vm_rss_kb = 0;
     for (std::string key; status >> key;)
-      if (key == "VmRSS:") status >> vm_rss_kb;
-      else status.ignore(1 << 16, '\n');
+      if (key == "VmRSS:")
+        status >> vm_rss_kb;
+      else
+        status.ignore(1 << 16, '\n');
     const double rss = SeriesValue(body, "process_resident_memory_bytes", {}).value_or(0);
     EXPECT_GT(rss, vm_rss_kb * 1024 / 2) << "VmRSS " << vm_rss_kb << " kB";
     EXPECT_LT(rss, vm_rss_kb * 1024 * 2) << "VmRSS " << vm_rss_kb << " kB";
     EXPECT_GE(SeriesValue(body, "process_virtual_memory_bytes", {}).value_or(0), rss);
-    EXPECT_GT(SeriesValue(body, "process_cpu_seconds_total", {}).value_or(0), 0);  // it served load
+    // CPU time (in clock ticks: 0 until the first 10 ms) within what the
+    // cores could have given it since it started.
+    const double cpu = SeriesValue(body, "process_cpu_seconds_total", {}).value_or(-1);
+    EXPECT_GE(cpu, 0) << body;
+    EXPECT_LE(cpu, (now - start) * std::thread::hardware_concurrency() + 0.1) << body;
   }
 
   // Fixed buckets: 5e-6 * 2^k s for k = 0..21, then +Inf.
