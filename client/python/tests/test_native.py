@@ -167,7 +167,8 @@ def test_close_waits_for_calls_in_flight_then_refuses(new_daemon, rpc):
 def test_ctrl_c_interrupts_and_cancels_the_call(new_daemon, rpc):
     d = new_daemon("--enable_test_ops=true", "--metrics_listen=127.0.0.1:0")
     child = textwrap.dedent("""
-        import signal, sys, time, numpy as np, kerneld
+        import faulthandler, signal, sys, time, numpy as np, kerneld
+        faulthandler.enable()  # a crash says where
         # A background job of a shell starts with SIGINT ignored, and Python
         # then sets no KeyboardInterrupt handler: set it, as at a terminal.
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -192,8 +193,11 @@ def test_ctrl_c_interrupts_and_cancels_the_call(new_daemon, rpc):
         waited = time.monotonic() - t0
         assert line == "interrupted", line + p.stdout.read()
         assert waited < 4.0, waited  # well before the 8 s sleep ends: not waited out
-        out, _ = p.communicate(timeout=30)
-        assert "after [2.0, 2.0]" in out, out
+        # not communicate(timeout=): it reads the pipe itself and would miss
+        # what readline() above already buffered ("after" may come with it)
+        p.wait(timeout=30)
+        out = p.stdout.read()
+        assert "after [2.0, 2.0]" in out and p.returncode == 0, (p.returncode, out)
     finally:
         if p.poll() is None:
             p.kill()
