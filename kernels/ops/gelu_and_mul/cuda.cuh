@@ -24,6 +24,7 @@ struct GeluErf {
   }
 };
 
+#ifndef __CUDACC_RTC__  // the launcher: host code, which NVRTC does not compile
 // y [rows, d] from x [rows, 2d] on `stream`.
 template <typename T>
 cudaError_t GeluAndMul(const T* x, T* y, int64_t rows, int64_t d, cudaStream_t stream) {
@@ -33,5 +34,6 @@ cudaError_t GeluAndMul(const T* x, T* y, int64_t rows, int64_t d, cudaStream_t s
     return ActAndMul(x, y, rows, d, GeluErf{}, stream);
   }
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda::gelu_and_mul

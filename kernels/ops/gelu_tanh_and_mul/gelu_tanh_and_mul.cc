@@ -1,10 +1,10 @@
 // gelu_tanh_and_mul: y = gelu_tanh(x[..., :d]) * x[..., d:], the gated MLP activation.
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "common/act_and_mul_bench.h"
 #include "common/act_and_mul_reference.h"
 #include "kerneld/op.h"
 
@@ -25,7 +25,7 @@ KERNELD_OP(gelu_tanh_and_mul) {
       return 0.5 * a * (1.0 + std::tanh(k * (a + 0.044715 * a * a * a)));
     });
   });
-  op.Bench({[](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"x", {t, h}}}; }, {}});
+  op.Bench(ActAndMulBench());
   return op;
 }
 

@@ -1,6 +1,7 @@
 // silu_and_mul, gelu_and_mul and gelu_tanh_and_mul on CUDA against the CPU
 // implementation and the float64 reference: dtypes x rows x d with tails,
-// aligned and misaligned views (vector and scalar paths), large shapes.
+// aligned and misaligned views (vector and scalar paths), large shapes, wide
+// rows at few tokens (a row split over blocks) and a row past the grid's limit.
 #include "gpu_util.h"
 #include "row_op_inputs.h"
 
@@ -39,8 +40,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::ValuesIn(ActOps()), kDTypes,
                        ::testing::Values(int64_t{1}, int64_t{3}, int64_t{127}),
                        ::testing::Values(int64_t{1}, int64_t{4}, int64_t{8}, int64_t{127},
-                                         int64_t{128}, int64_t{4095}, int64_t{4096},
-                                         int64_t{4097}),
+                                         int64_t{128}, int64_t{4095}, int64_t{4096}, int64_t{4097}),
                        ::testing::Values(size_t{0}, size_t{1})),
     ActName);
 
@@ -58,6 +58,32 @@ INSTANTIATE_TEST_SUITE_P(ManyRows, ActGpuTest,
                                             ::testing::Values(int64_t{8}),
                                             ::testing::Values(size_t{0}, size_t{1})),
                          ActName);
+
+// Wide rows at few tokens (the gated MLP of Llama-3-70B at decode, [T,
+// 2 x 28672]): a row split over many blocks side by side. 28672 fills whole
+// 256-pack blocks; 14344 (float16: 1793 packs) leaves one pack in the last
+// block; 14337 is odd, the scalar path (56 full blocks and one element).
+// Misaligned views take the scalar path at every width.
+INSTANTIATE_TEST_SUITE_P(WideRows, ActGpuTest,
+                         ::testing::Combine(::testing::ValuesIn(ActOps()), kDTypes,
+                                            ::testing::Values(int64_t{1}, int64_t{3}, int64_t{16}),
+                                            ::testing::Values(int64_t{28672}, int64_t{14344},
+                                                              int64_t{14337}),
+                                            ::testing::Values(size_t{0}, size_t{1})),
+                         ActName);
+
+// A row wider than 65535 blocks of 256 elements (grid.y's hardware limit):
+// the plan clamps the grid and each thread walks the rest of the row.
+// float16 on the scalar path (odd d), the cheapest way past the limit: one
+// row of 2 x 16.8M elements.
+TEST(ActGpu, RowWiderThanTheGrid) {
+  const int64_t d = int64_t{65535} * 256 + 1001;
+  std::mt19937_64 rng(3);
+  HostTensors in = {{"x", Random(DType::kFloat16, {1, 2 * d}, rng, -6, 6)}};
+  OpRun gpu = RunOnCuda("silu_and_mul", in, {});
+  ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
+  EXPECT_EQ(CheckAgainstReference("silu_and_mul", in, {}, gpu.outputs), "");
+}
 
 TEST(ActGpu, LeadingDimsAndSaturation) {
   std::mt19937_64 rng(2);

@@ -12,10 +12,12 @@
 
 namespace kerneld::cuda::silu_and_mul {
 
+#ifndef __CUDACC_RTC__  // the launcher: host code, which NVRTC does not compile
 // y [rows, d] from x [rows, 2d] on `stream`.
 template <typename T>
 cudaError_t SiluAndMul(const T* x, T* y, int64_t rows, int64_t d, cudaStream_t stream) {
   return ActAndMul(x, y, rows, d, act::Silu{}, stream);
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda::silu_and_mul

@@ -1,10 +1,10 @@
 // silu_and_mul: y = silu(x[..., :d]) * x[..., d:], the gated MLP activation.
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "common/act_and_mul_bench.h"
 #include "common/act_and_mul_reference.h"
 #include "kerneld/op.h"
 
@@ -21,7 +21,7 @@ KERNELD_OP(silu_and_mul) {
     return ActAndMulReference("silu_and_mul", in, out, error,
                               [](double a) { return a / (1.0 + std::exp(-a)); });
   });
-  op.Bench({[](int64_t t, int64_t h) { return std::map<std::string, Shape>{{"x", {t, h}}}; }, {}});
+  op.Bench(ActAndMulBench());
   return op;
 }
 
