@@ -16,6 +16,8 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "auth/principal_name.h"
 #include "auth/tls.h"
 #include "metrics/daemon_log.h"
 #include "service/sync_service.h"
@@ -112,7 +114,8 @@ void ShutdownServingSockets(const std::vector<int>& tcp_ports,
 Daemon::Daemon(Config cfg) : cfg_(std::move(cfg)) {}
 
 Daemon::~Daemon() {
-  StopUnixListeners();
+  StopPeerListeners();
+  if (peers_) peers_->StopSweeper();  // before the buffers it releases go
   {
     std::lock_guard<std::mutex> lock(health_mu_);
     stopping_ = true;
@@ -126,8 +129,8 @@ Daemon::~Daemon() {
   if (streams_ && CurrentStreamRegistry() == streams_.get()) SetStreamRegistry(nullptr);
 }
 
-void Daemon::StopUnixListeners() {
-  for (auto& l : unix_listeners_) l->Stop();
+void Daemon::StopPeerListeners() {
+  for (auto& l : peer_listeners_) l->Stop();
 }
 
 std::string Daemon::ReloadTokens() {
@@ -136,11 +139,18 @@ std::string Daemon::ReloadTokens() {
 }
 
 std::string Daemon::Start() {
-  peers_ = std::make_unique<PeerTable>();
-  // Only unix sockets have peers to look up: TCP calls skip the lookup.
-  bool any_unix = UnixPeerListener::Serves(cfg_.listen);
-  for (const auto& a : cfg_.extra_listen) any_unix = any_unix || UnixPeerListener::Serves(a);
-  auth_ = std::make_unique<Authenticator>(cfg_, any_unix ? peers_.get() : nullptr);
+  peers_ = std::make_shared<PeerTable>();
+  // kerneld accepts on unix sockets (their peers' uids) and, unless
+  // --anonymous_buffers=shared, on plaintext TCP (each connection without a
+  // token a principal of its own); gRPC serves the rest (TLS) itself, and
+  // calls there skip the lookup.
+  const bool per_connection = cfg_.anonymous_buffers != "shared";
+  auto accepts_itself = [per_connection](const std::string& a) {
+    return PeerListener::ServesUnix(a) || (per_connection && PeerListener::ServesTcp(a));
+  };
+  bool any_peers = accepts_itself(cfg_.listen);
+  for (const auto& a : cfg_.extra_listen) any_peers = any_peers || accepts_itself(a);
+  auth_ = std::make_unique<Authenticator>(cfg_, any_peers ? peers_.get() : nullptr);
   if (std::string err = auth_->Init(); !err.empty()) return err;
   SetCallAuthenticator(auth_.get());
   metrics_ = std::make_unique<Metrics>();
@@ -149,6 +159,20 @@ std::string Daemon::Start() {
   }
   devices_ = std::make_unique<DeviceManager>(cfg_);
   buffers_ = std::make_unique<BufferRegistry>();
+  if (per_connection && any_peers) {
+    // An anonymous connection's buffers go with it: when its descriptor is
+    // accepted again or the sweeper finds it closed (auth/peer_listener.h),
+    // and a registration finishing after that is refused.
+    peers_->OnGone([b = buffers_.get()](uint64_t serial) {
+      b->ReleaseOwner(ConnectionPrincipal(serial));
+    });
+    buffers_->SetOwnerAlive([p = peers_](const Principal& who) {
+      uint64_t serial = 0;
+      return absl::SimpleAtoi(absl::string_view(who).substr(kConnectionPrefix.size()), &serial) &&
+             p->Alive(serial);
+    });
+    peers_->StartSweeper(std::chrono::seconds(1));
+  }
   log_ = std::make_unique<RequestLog>(cfg_.log_level, cfg_.log_format == "json", cfg_.log_file);
   if (!log_->ok()) return "cannot open --log_file " + cfg_.log_file;
   if (!cfg_.trace_file.empty()) {
@@ -195,27 +219,31 @@ std::string Daemon::Start() {
     if (std::string err = MakeTlsCredentials(cfg_, &tls); !err.empty()) return err;
   }
   std::vector<int> ports(addrs.size(), 0);
+  // addrs[i]'s listener in peer_listeners_, or -1 where gRPC listens.
+  std::vector<int> own(addrs.size(), -1);
   for (size_t i = 0; i < addrs.size(); ++i) {
     const bool is_tls = i >= n_plain;
-    // Unix sockets are accepted by kerneld itself, which learns each peer's
-    // uid (auth/peer_listener.h), then served by gRPC.
-    if (!is_tls && UnixPeerListener::Serves(addrs[i])) {
-      auto l = std::make_unique<UnixPeerListener>(addrs[i], peers_.get());
+    const bool unix_socket = PeerListener::ServesUnix(addrs[i]);
+    if (!is_tls && accepts_itself(addrs[i])) {
+      // Accepted by kerneld itself (auth/peer_listener.h), served by gRPC.
+      auto l = std::make_unique<PeerListener>(addrs[i], peers_.get());
       if (std::string err = l->Bind(); !err.empty())
-        return "cannot listen on " + addrs[i] + ": " + err;
-      unix_listeners_.push_back(std::move(l));
-      continue;
-    }
-    if (std::string err = ProbeTcp(addrs[i]); !err.empty())
+        return "cannot listen on " + addrs[i] + ": " + err +
+               (unix_socket ? "" : " (is another kerneld running? pick another --listen)");
+      own[i] = static_cast<int>(peer_listeners_.size());
+      peer_listeners_.push_back(std::move(l));
+    } else if (std::string err = ProbeTcp(addrs[i]); !err.empty()) {
       return "cannot listen on " + addrs[i] + ": " + err +
              " (is another kerneld running? pick another --listen)";
+    }
     if (!is_tls && !IsLocalAddress(addrs[i]))  // only with --allow_insecure_remote (ParseFlags)
       DaemonLog(LogLevel::kWarning, "insecure_listen",
                 "WARNING: --listen=" + addrs[i] +
                     " serves plaintext beyond this machine (--allow_insecure_remote): tokens and "
                     "tensors cross the network unencrypted; prefer --tls_listen",
                 {{"address", addrs[i]}});
-    builder.AddListeningPort(addrs[i], is_tls ? tls : grpc::InsecureServerCredentials(), &ports[i]);
+    if (own[i] < 0)
+      builder.AddListeningPort(addrs[i], is_tls ? tls : grpc::InsecureServerCredentials(), &ports[i]);
   }
   if (sync_api && cfg_.grpc_sync_pollers > 0) {
     builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, cfg_.grpc_sync_pollers);
@@ -242,15 +270,15 @@ std::string Daemon::Start() {
                 ? std::string(" (address in use or invalid)")
                 : " (address in use or invalid, or --tls_cert / --tls_key do not match)");
   for (size_t i = 0; i < addrs.size(); ++i) {
-    if (i < n_plain && UnixPeerListener::Serves(addrs[i])) {
-      bound_.push_back(addrs[i]);
+    if (own[i] >= 0) {
+      bound_.push_back(peer_listeners_[static_cast<size_t>(own[i])]->bound_address());
       continue;
     }
     if (ports[i] == 0) return "cannot listen on " + addrs[i];
     (i < n_plain ? bound_ : tls_bound_)
         .push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" + std::to_string(ports[i]));
   }
-  for (auto& l : unix_listeners_) l->Start(server_.get());
+  for (auto& l : peer_listeners_) l->Start(server_.get());
   health()->SetServingStatus(true);
   health()->SetServingStatus("kerneld.v1.KernelService", true);
   health_thread_ = std::thread([this] { HealthLoop(); });
@@ -316,7 +344,7 @@ void Daemon::Shutdown() {
   if (!drained)
     std::fprintf(stderr, "kerneld: drain timeout: cancelling %d requests and %lld streams\n",
                  runner_->inflight(), static_cast<long long>(streams_->open()));
-  StopUnixListeners();  // no new connection may reach a server shutting down
+  StopPeerListeners();  // no new connection may reach a server shutting down
   // gRPC's Shutdown kills every call that arrives once it began (clients
   // read CANCELLED), and a client that keeps calling is always about to
   // send one. So the connections go first, at the socket: the last answers

@@ -75,10 +75,14 @@ class Daemon {
   std::unique_ptr<grpc::Service> service_;  // KernelServiceImpl, or the sync one (--grpc_api)
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> bound_, tls_bound_;
-  std::unique_ptr<PeerTable> peers_;
+  // The connections kerneld accepts itself (auth/peer_listener.h); shared
+  // with the buffer registry, which asks whether a connection still lives.
+  std::shared_ptr<PeerTable> peers_;
   std::unique_ptr<Authenticator> auth_;
-  std::vector<std::unique_ptr<UnixPeerListener>> unix_listeners_;
-  void StopUnixListeners();
+  // Plaintext listeners kerneld accepts on: unix sockets, and TCP under
+  // --anonymous_buffers=connection.
+  std::vector<std::unique_ptr<PeerListener>> peer_listeners_;
+  void StopPeerListeners();
   // Publishes per-device health ("kerneld.device/cuda:0") to the health
   // service, so a GPU lost to a sticky error shows without a request.
   void HealthLoop();

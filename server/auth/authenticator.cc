@@ -59,12 +59,14 @@ Authenticator::Authenticator(const Config& cfg, const PeerTable* peers)
     : cfg_(cfg),
       peers_(peers),
       check_certs_(!cfg.tls_client_ca.empty()),
+      per_connection_(cfg.anonymous_buffers != "shared"),
       daemon_uid_(geteuid()),
       rate_(cfg.rate_limit) {}
 
 Status Authenticator::Admit(const grpc::ServerContextBase& ctx, Identity* out) const {
   KERNELD_RETURN_IF_ERROR(Identify(ctx, out));
-  return rate_.Admit(out->principal);
+  // Anonymous connections share one bucket: more connections, no more rate.
+  return rate_.Admit(std::string(QuotaPrincipal(out->principal)));
 }
 
 std::string Authenticator::Init() {
@@ -122,8 +124,10 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
   // The unix-socket peer first: its uid bounds what is opened on its behalf
   // even when a token names the principal.
   std::optional<PeerCred> peer;
+  std::optional<PeerConnection> conn;
   if (peers_ != nullptr) {
-    peer = peers_->Find(ctx.peer());
+    conn = peers_->Find(ctx.peer());
+    if (conn) peer = conn->cred;
     if (peer) {
       out->uid = peer->uid;
       out->gid = peer->gid;
@@ -187,7 +191,19 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
         "TOKEN; "
         "kernelctl --token or $KERNELD_TOKEN), a client certificate, or a unix-socket connection"};
   }
-  return Status::Ok();  // single-user default: anonymous
+  // Anonymous. On a connection kerneld accepted itself, the connection is
+  // the principal (--anonymous_buffers=connection): what it registers is
+  // its own, so local users without tokens are still kept apart.
+  if (per_connection_ && peers_ != nullptr) {
+    if (conn) {
+      out->principal = ConnectionPrincipal(conn->serial);
+    } else if (PeerTable::IsFdPeer(ctx.peer())) {
+      // Not expected: a live call's descriptor stays recorded. Refused
+      // rather than made the shared "anonymous".
+      return {StatusCode::kUnavailable, "the connection closed; connect again"};
+    }
+  }
+  return Status::Ok();
 }
 
 Status Authenticator::RequireAdmin(const Identity& id, const std::string& what) {

@@ -1,7 +1,9 @@
 // Turns a call into an Identity: bearer token, else client certificate
 // (mutual TLS), else the unix-socket peer's uid, else anonymous (only when
-// no --auth_tokens file is configured). Principals are namespaced by their
-// source (auth/principal_name.h). docs/security.md has the rules.
+// no --auth_tokens file is configured): with --anonymous_buffers=connection
+// the principal of the plaintext TCP connection the call came on
+// ("conn:SERIAL"), else the one "anonymous". Principals are namespaced by
+// their source (auth/principal_name.h). docs/security.md has the rules.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -21,7 +23,8 @@ namespace kerneld::server {
 
 class Authenticator {
  public:
-  // `peers` (may be null): credentials of connections on unix sockets.
+  // `peers` (may be null): the connections kerneld accepted itself (unix
+  // sockets with their peers' credentials, plaintext TCP).
   Authenticator(const Config& cfg, const PeerTable* peers);
 
   // Loads --auth_tokens (if any); a message for the user on failure.
@@ -49,6 +52,7 @@ class Authenticator {
   const Config& cfg_;
   const PeerTable* peers_;
   const bool check_certs_;
+  const bool per_connection_;  // --anonymous_buffers=connection
   const uid_t daemon_uid_;
   mutable std::mutex mu_;
   std::shared_ptr<const TokenTable> tokens_;  // swapped whole on reload

@@ -12,6 +12,10 @@ Principal TokenPrincipal(std::string_view name) { return "token:" + std::string(
 
 Principal UidPrincipal(uid_t uid) { return "uid:" + std::to_string(uid); }
 
+Principal ConnectionPrincipal(uint64_t serial) {
+  return std::string(kConnectionPrefix) + std::to_string(serial);
+}
+
 Principal CertificatePrincipal(std::string_view name, bool from_san) {
   // An RFC 2253 subject starts with an attribute type and '=', never with
   // "san:", so the two certificate namespaces stay apart.

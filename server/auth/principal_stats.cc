@@ -11,7 +11,9 @@ PrincipalStats& PrincipalStats::Global() {
 
 std::shared_ptr<std::atomic<int64_t>> PrincipalStats::Inflight(const Principal& who) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = inflight_[who];
+  // Anonymous connections share one counter (QuotaPrincipal): one each
+  // would be kept forever, and the quota is theirs together.
+  auto& slot = inflight_[std::string(QuotaPrincipal(who))];
   if (!slot) slot = std::make_shared<std::atomic<int64_t>>(0);
   return slot;
 }

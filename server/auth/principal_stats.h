@@ -22,8 +22,9 @@ class PrincipalStats {
  public:
   static PrincipalStats& Global();
 
-  // The in-flight counter of `who` (created on first use, kept: principals
-  // are few, and a counter must outlive every request that holds it).
+  // The in-flight counter of `who`'s QuotaPrincipal (created on first use,
+  // kept: principals are few, anonymous connections share "anonymous"'s,
+  // and a counter must outlive every request that holds it).
   std::shared_ptr<std::atomic<int64_t>> Inflight(const Principal& who);
 
   enum class Quota { kBytes, kBuffers, kInflight };

@@ -64,50 +64,67 @@ std::string BufferRegistry::Add(std::shared_ptr<Region> region) {
   return id;
 }
 
-Status BufferRegistry::CheckQuota(const Principal& who, uint64_t bytes, const BufferQuota& quota) const {
+Status BufferRegistry::CheckQuota(const Principal& who, uint64_t bytes,
+                                  const BufferQuota& quota) const {
   std::lock_guard<std::mutex> lock(mu_);
   return CheckQuotaLocked(who, bytes, quota);
 }
 
-Status BufferRegistry::CheckQuotaLocked(const Principal& who, uint64_t bytes, const BufferQuota& q) const {
+Status BufferRegistry::CheckQuotaLocked(const Principal& who, uint64_t bytes,
+                                        const BufferQuota& q) const {
+  const std::string_view account = QuotaPrincipal(who);
   BufferUsage u;
-  if (auto it = usage_.find(who); it != usage_.end()) u = it->second;
+  if (auto it = quota_usage_.find(account); it != quota_usage_.end()) u = it->second;
+  // A connection's quota is that of every anonymous caller together.
+  const std::string whose = Quote(std::string(account)) +
+                            (account == who ? "" : " (every anonymous connection together)");
   if (q.max_buffers > 0 && u.buffers + 1 > q.max_buffers)
-    return ResourceExhausted("quota max_buffers of principal " + Quote(who) + " reached: it holds " +
-                             std::to_string(u.buffers) + " buffers of at most " + std::to_string(q.max_buffers) +
-                             "; unregister some, or ask the operator to raise it (--quota_buffers or "
-                             "max_buffers= in the token file)");
+    return ResourceExhausted("quota max_buffers of principal " + whose + " reached: it holds " +
+                             std::to_string(u.buffers) + " buffers of at most " +
+                             std::to_string(q.max_buffers) +
+                             "; unregister some, or ask the operator to raise it (--quota_buffers "
+                             "or max_buffers= in the token file)");
   uint64_t total = 0;
   if (q.max_bytes > 0 && (__builtin_add_overflow(u.bytes, bytes, &total) || total > q.max_bytes))
-    return ResourceExhausted("quota max_bytes of principal " + Quote(who) + " exceeded: it holds " +
-                             std::to_string(u.bytes) + " bytes registered + allocated, this buffer adds " +
-                             std::to_string(bytes) + ", the limit is " + std::to_string(q.max_bytes) +
-                             "; unregister some, or ask the operator to raise it (--quota_bytes or "
-                             "max_bytes= in the token file)");
+    return ResourceExhausted(
+        "quota max_bytes of principal " + whose + " exceeded: it holds " + std::to_string(u.bytes) +
+        " bytes registered + allocated, this buffer adds " + std::to_string(bytes) +
+        ", the limit is " + std::to_string(q.max_bytes) +
+        "; unregister some, or ask the operator to raise it (--quota_bytes "
+        "or max_bytes= in the token file)");
   return Status::Ok();
 }
 
 void BufferRegistry::UntrackLocked(const Region& r) {
-  auto it = usage_.find(r.owner);
-  if (it == usage_.end()) return;
-  it->second.bytes -= std::min(it->second.bytes, r.size);
-  if (--it->second.buffers == 0) usage_.erase(it);
+  auto drop = [&r](auto& usage, auto key) {
+    auto it = usage.find(key);
+    if (it == usage.end()) return;
+    it->second.bytes -= std::min(it->second.bytes, r.size);
+    if (--it->second.buffers == 0) usage.erase(it);
+  };
+  drop(usage_, r.owner);
+  drop(quota_usage_, QuotaPrincipal(r.owner));
 }
 
 std::map<Principal, BufferUsage> BufferRegistry::UsageByPrincipal() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return usage_;
+  return {quota_usage_.begin(), quota_usage_.end()};
 }
 
-Status BufferRegistry::Add(std::shared_ptr<Region> region, const BufferQuota& quota, std::string* id) {
+Status BufferRegistry::Add(std::shared_ptr<Region> region, const BufferQuota& quota,
+                           std::string* id) {
   // Ids are unguessable-ish so that a stale id from a restarted daemon does
   // not silently name another client's buffer.
   static thread_local std::mt19937_64 rng(std::random_device{}());
   std::lock_guard<std::mutex> lock(mu_);
+  if (owner_alive_ && IsConnectionPrincipal(region->owner) && !owner_alive_(region->owner))
+    return Unavailable("the connection that registered this buffer closed; it was released");
   KERNELD_RETURN_IF_ERROR(CheckQuotaLocked(region->owner, region->size, quota));
-  BufferUsage& u = usage_[region->owner];
-  u.bytes += region->size;
-  u.buffers += 1;
+  for (BufferUsage* u :
+       {&usage_[region->owner], &quota_usage_[std::string(QuotaPrincipal(region->owner))]}) {
+    u->bytes += region->size;
+    u->buffers += 1;
+  }
   char buf[40];
   std::snprintf(buf, sizeof buf, "buf-%llu-%08llx", static_cast<unsigned long long>(next_id_++),
                 static_cast<unsigned long long>(rng() & 0xffffffffu));
@@ -203,12 +220,31 @@ Status BufferRegistry::Unregister(const Principal& who, const std::string& buffe
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = regions_.find(buffer_id);
-    KERNELD_RETURN_IF_ERROR(Find(any_owner && it != regions_.end() ? it->second->owner : who, buffer_id, &r));
+    KERNELD_RETURN_IF_ERROR(
+        Find(any_owner && it != regions_.end() ? it->second->owner : who, buffer_id, &r));
     UntrackLocked(*r);
     regions_.erase(buffer_id);
   }
   *deferred = r->inflight.load() > 0;
   return Status::Ok();  // r's release runs when the last holder lets go
+}
+
+int BufferRegistry::ReleaseOwner(const Principal& who) {
+  std::vector<std::shared_ptr<Region>> released;  // dropped outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (usage_.find(who) == usage_.end()) return 0;  // most connections hold none
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      if (it->second->owner == who) {
+        UntrackLocked(*it->second);
+        released.push_back(std::move(it->second));
+        it = regions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return static_cast<int>(released.size());
 }
 
 Status BufferRegistry::Renew(const Principal& who, const std::string& buffer_id,

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,10 +26,24 @@ namespace kerneld::server {
 // client is the same principal; the registry never assumes that.
 using Principal = std::string;
 inline constexpr char kAnonymous[] = "anonymous";
+// A plaintext TCP connection without a token, under
+// --anonymous_buffers=connection: "conn:SERIAL" (auth/principal_name.h).
+// Its buffers are its own and go when it closes (ReleaseOwner).
+inline constexpr std::string_view kConnectionPrefix = "conn:";
+inline bool IsConnectionPrincipal(std::string_view p) {
+  return p.substr(0, 5) == kConnectionPrefix;
+}
+// The principal whose quotas (and rate) a principal's use counts against:
+// itself, except that every anonymous connection counts against
+// "anonymous", together, as when they were one principal; otherwise a
+// caller would multiply its quota by opening connections.
+inline std::string_view QuotaPrincipal(const Principal& p) {
+  return IsConnectionPrincipal(p) ? std::string_view(kAnonymous) : std::string_view(p);
+}
 
 // What one principal holds, and may hold (0: no limit); docs/security.md.
 struct BufferUsage {
-  uint64_t bytes = 0;    // registered + allocated
+  uint64_t bytes = 0;  // registered + allocated
   uint64_t buffers = 0;
 };
 struct BufferQuota {
@@ -49,7 +64,18 @@ class BufferRegistry {
   // The same check for `bytes` more, without adding: lets a caller refuse
   // before it opens or allocates anything.
   Status CheckQuota(const Principal& who, uint64_t bytes, const BufferQuota& quota) const;
+  // Use by quota principal (QuotaPrincipal): what the quotas compare.
   std::map<Principal, BufferUsage> UsageByPrincipal() const;
+
+  // Consulted by Add, under the registry's lock, for a connection
+  // principal: false when its connection is gone, so a registration that
+  // finishes after the connection's release (ReleaseOwner) is refused
+  // instead of left with no owner to release it. Set before serving.
+  using OwnerAlive = std::function<bool(const Principal&)>;
+  void SetOwnerAlive(OwnerAlive fn) { owner_alive_ = std::move(fn); }
+  // Unregisters every buffer of `who` (its connection closed), each
+  // released when its last request lets go, as Unregister does; how many.
+  int ReleaseOwner(const Principal& who);
 
   // Resolves (buffer_id, offset) for a tensor of `nbytes` bytes whose
   // elements are `align` bytes wide. On success *pin holds the region and
@@ -95,7 +121,9 @@ class BufferRegistry {
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Region>> regions_;
-  std::map<Principal, BufferUsage> usage_;  // principals holding buffers only
+  std::map<Principal, BufferUsage> usage_;  // by owner; principals holding buffers only
+  std::map<Principal, BufferUsage, std::less<>> quota_usage_;  // by QuotaPrincipal(owner)
+  OwnerAlive owner_alive_;
   uint64_t next_id_ = 1;
   std::thread reaper_;
   std::condition_variable cv_;
