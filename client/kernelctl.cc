@@ -26,6 +26,7 @@
 #include "client.h"
 #include "credentials.h"
 #include "input_gen.h"
+#include "jit_commands.h"
 #include "kerneld/percentile.h"
 #include "perf.h"
 #include "reference.h"
@@ -664,6 +665,8 @@ int main(int argc, char** argv) {
   CLI::App* health = app.add_subcommand("health", "grpc.health.v1 status (SERVING: exit 0)");
   BuffersOptions bo;
   CLI::App* buffers = AddBuffersCommand(app, &bo);
+  JitOptions jo;
+  CLI::App* jit = AddJitCommand(app, &jo);
 
   ReplayFlags rf;
   CLI::App* replay = app.add_subcommand(
@@ -751,8 +754,10 @@ int main(int argc, char** argv) {
   perf->add_option("--json", pf.json, "write one JSON record per level and target to FILE")
       ->type_name("FILE");
 
-  for (CLI::App* sub : {info, list, health, buffers, replay, run, perf}) sub->footer(kGlobalsNote);
+  for (CLI::App* sub : {info, list, health, buffers, jit, replay, run, perf})
+    sub->footer(kGlobalsNote);
   for (CLI::App* sub : buffers->get_subcommands({})) sub->footer(kGlobalsNote);
+  for (CLI::App* sub : jit->get_subcommands({})) sub->footer(kGlobalsNote);
 
   // `kernelctl help [COMMAND]`, and no arguments at all: the usage.
   if (CommandWord(app, argc, argv) == "help") {
@@ -791,8 +796,8 @@ int main(int argc, char** argv) {
         !word.empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr &&
         app.get_subcommands().empty()) {
       std::fprintf(stderr,
-                   "kernelctl: unknown command '%s' (info, list, health, buffers, replay, run, "
-                   "perf); kernelctl --help describes them\n",
+                   "kernelctl: unknown command '%s' (info, list, health, buffers, jit, replay, "
+                   "run, perf); kernelctl --help describes them\n",
                    word.c_str());
       return 2;
     }
@@ -836,6 +841,7 @@ int main(int argc, char** argv) {
     return serving ? 0 : 1;
   }
   if (buffers->parsed()) return BuffersCommand(c, bo);
+  if (jit->parsed()) return JitCommand(c, jo);
   if (replay->parsed()) return ReplayCommand(c, rf);
   if (run->parsed()) return Run(c, op, r, run_req);
   return Perf(c, g.target, op, pf, perf_req);

@@ -169,6 +169,8 @@ std::string FlagsHelp() {
                          no one else. Unusable: a log line, and compiles are kept in memory
   --jit_cache_max_mb=N   the cache's size cap; least recently used entries go first
                          (default 1024; 0: no cap)
+  --jit_warm=FILE        compile at start the kernels listed, one "op dtype shape [arch]"
+                         a line (rmsnorm bfloat16 16x4096), as kernelctl jit warm does
 )";
 }
 
@@ -388,6 +390,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          return ParseInt(v, &cfg->jit_cache_max_mb) && cfg->jit_cache_max_mb >= 0 &&
                 cfg->jit_cache_max_mb <= (1 << 24);
+       }},
+      {"jit_warm",
+       [&](const std::string& v) {
+         cfg->jit_warm = v;
+         return !v.empty();
        }},
   };
   for (int i = 1; i < argc; ++i) {

@@ -62,6 +62,7 @@ struct Config {
   std::string jit = "async";    // async | sync | off
   std::string jit_cache_dir;    // "": $XDG_CACHE_HOME/kerneld/jit, else ~/.cache/kerneld/jit
   int jit_cache_max_mb = 1024;  // the cache's size cap, least recently used evicted; 0: none
+  std::string jit_warm;         // a file of "op dtype shape [arch]" lines compiled at start
 };
 
 // The quotas a daemon gets when no flag names them: a quarter of the host's

@@ -19,7 +19,9 @@
 #include "absl/strings/numbers.h"
 #include "auth/principal_name.h"
 #include "auth/tls.h"
+#include "jit/jit_setup.h"
 #include "metrics/daemon_log.h"
+#include "service/jit_service.h"
 #include "service/sync_service.h"
 
 namespace kerneld::server {
@@ -158,6 +160,9 @@ std::string Daemon::Start() {
     if (std::string err = metrics_->Listen(cfg_.metrics_listen); !err.empty()) return err;
   }
   devices_ = std::make_unique<DeviceManager>(cfg_);
+  std::string jit_error;
+  jit_ = StartJit(cfg_, *devices_, &jit_error);  // the nvrtc backend (docs/jit.md)
+  if (!jit_error.empty()) return jit_error;
   buffers_ = std::make_unique<BufferRegistry>();
   if (per_connection && any_peers) {
     // An anonymous connection's buffers go with it: when its descriptor is
@@ -193,10 +198,12 @@ std::string Daemon::Start() {
   if (sync_api) {
     service_ = std::make_unique<KernelServiceSyncImpl>(cfg_, *runner_);
     buffer_service_ = std::make_unique<BufferServiceSyncImpl>(*buffer_handlers_);
+    jit_service_ = std::make_unique<JitServiceSyncImpl>(*jit_);
     sync_health_ = std::make_unique<SyncHealthService>();
   } else {
     service_ = std::make_unique<KernelServiceImpl>(cfg_, *runner_);
     buffer_service_ = std::make_unique<BufferServiceImpl>(*buffer_handlers_);
+    jit_service_ = std::make_unique<JitServiceImpl>(*jit_);
   }
 
   grpc::EnableDefaultHealthCheckService(!sync_api);
@@ -262,6 +269,7 @@ std::string Daemon::Start() {
   }
   builder.RegisterService(service_.get());
   builder.RegisterService(buffer_service_.get());
+  builder.RegisterService(jit_service_.get());
   if (sync_health_) builder.RegisterService(sync_health_.get());
   server_ = builder.BuildAndStart();
   if (!server_)

@@ -16,6 +16,7 @@
 #include "auth/peer_listener.h"
 #include "config.h"
 #include "devices/device_manager.h"
+#include "jit/jit_backend.h"
 #include "metrics/metrics.h"
 #include "service/buffer_service.h"
 #include "service/health_service.h"
@@ -58,11 +59,13 @@ class Daemon {
   Config cfg_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<DeviceManager> devices_;
+  std::unique_ptr<jit::JitBackend> jit_;  // the nvrtc impls' engine; after the workers stop
   std::unique_ptr<BufferRegistry> buffers_;
   std::unique_ptr<RequestLog> log_;
   std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<BufferHandlers> buffer_handlers_;
   std::unique_ptr<grpc::Service> buffer_service_;  // on the API --grpc_api names
+  std::unique_ptr<grpc::Service> jit_service_;     // kerneld.v1.JitService, likewise
   // --grpc_api=sync: the health service is kerneld's own (a callback one in
   // a sync server costs every request; service/health_service.h).
   std::unique_ptr<SyncHealthService> sync_health_;

@@ -10,5 +10,6 @@ namespace kerneld {
 KERNELD_BACKEND(cpu);
 KERNELD_BACKEND(cuda);
 KERNELD_BACKEND(cublas);
+KERNELD_BACKEND(nvrtc);  // ops/<op>/jit.cc: the same cuda.cuh compiled at run time
 
 }  // namespace kerneld

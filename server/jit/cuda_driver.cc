@@ -53,6 +53,8 @@ const CudaDriverApi* LoadCudaDriver(std::string* why) {
     Resolve(lib, "cuModuleGetFunction", &api->module_get_function, &missing);
     Resolve(lib, "cuGetErrorString", &api->get_error_string, &missing);
     Resolve(lib, "cuLaunchKernel", &api->launch_kernel, &missing);
+    Resolve(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", &api->occupancy_max_active_blocks,
+            &missing);
     if (!missing.empty()) {
       error = "libcuda.so.1 lacks " + missing;
       delete api;

@@ -3,6 +3,7 @@
 // builds and its CPU-side tests run where CUDA is absent.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,9 @@ struct CudaDriverApi {
   int (*launch_kernel)(Function fn, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                        unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
                        void* stream, void** params, void** extra) = nullptr;
+  // cuOccupancyMaxActiveBlocksPerMultiprocessor (persistent kernels' grids).
+  int (*occupancy_max_active_blocks)(int* blocks, Function fn, int block_size,
+                                     size_t shared_bytes) = nullptr;
 
   std::string ErrorName(int result) const;
 };

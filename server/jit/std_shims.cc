@@ -24,6 +24,8 @@ const std::map<std::string, std::string>& StdShims() {
                           "type_traits", "utility", "tuple", "initializer_list", "array"})
       (*m)[h] = Forward(h);
     (*m)["algorithm"] = "#pragma once\n// host-only in the kernels (std::min, std::clamp)\n";
+    // NVRTC declares the math functions (expf, erff, ...) itself.
+    (*m)["math.h"] = "#pragma once\n// NVRTC's built-in math functions\n";
     return m;
   }();
   return *shims;

@@ -10,6 +10,7 @@
 #include "buffers/buffer_sources.h"
 #include "build_info.h"
 #include "devices/device_manager.h"
+#include "metrics/jit_metrics.h"
 #include "metrics/nvml.h"
 #include "metrics/process_metrics.h"
 
@@ -281,6 +282,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
   // Per-principal use without principal labels (auth/principal_stats.h).
   for (auto& f : PrincipalStats::Global().Collect(buffers)) out.push_back(std::move(f));
   for (auto& f : ProcessFamilies()) out.push_back(std::move(f));
+  for (auto& f : JitFamilies()) out.push_back(std::move(f));  // metrics/jit_metrics.h
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/container/inlined_vector.h"
+#include "kerneld/jit.h"
 
 namespace kerneld::server {
 
@@ -57,8 +58,11 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
       for (const auto& i : op.impls) has.push_back(i.backend);
       std::string why =
           op.name + " has no " + Quote(backend) + " implementation; it has {" + Join(has) + "}";
-      if (backend == "cuda" || backend == "cublas")
+      if (backend == "cuda" || backend == "cublas" || backend == "nvrtc")
         if (!devices_.cuda().status.empty()) why += " (" + devices_.cuda().status + ")";
+      if (backend == "nvrtc")
+        if (const JitEngine* e = GetJitEngine())
+          if (auto r = e->Unavailable()) why += " (nvrtc: " + *r + ")";
       return FailedPrecondition(why);
     }
   }
@@ -177,6 +181,9 @@ Status Scheduler::Place(const OpDef& op, const KernelContext& probe, const std::
   msg += " (" + Join(reasons, "; ") + ")";
   if (!devices_.cuda().status.empty() && !devices_.has_cuda_device())
     msg += "; " + devices_.cuda().status;
+  if (backend == "nvrtc")
+    if (const JitEngine* e = GetJitEngine())
+      if (auto r = e->Unavailable()) msg += "; nvrtc: " + *r;
   return FailedPrecondition(msg);
 }
 

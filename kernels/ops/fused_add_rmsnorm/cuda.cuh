@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+#ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 template <typename T, int N>
 cudaError_t LaunchFused(const T* x, const T* r, const T* w, T* xo, T* ro, int64_t rows, int64_t h,
                         float eps, float bias, int sm_count, cudaStream_t stream) {
@@ -144,5 +145,6 @@ cudaError_t FusedAddRmsNorm(const T* x, const T* residual, const T* w, T* x_out,
                                     stream);
   return LaunchFused<T, 1>(x, residual, w, x_out, res_out, rows, h, eps, bias, sm_count, stream);
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda::fused_add_rmsnorm

@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+#ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 template <typename T, int N>
 cudaError_t Launch(const T* x, const T* g, const T* b, T* y, int64_t rows, int64_t h, float eps,
                    int sm_count, cudaStream_t stream) {
@@ -201,5 +202,6 @@ cudaError_t LayerNorm(const T* x, const T* gamma, const T* beta, T* y, int64_t r
     return Launch<T, kVecN<T>>(x, gamma, beta, y, rows, h, eps, sm_count, stream);
   return Launch<T, 1>(x, gamma, beta, y, rows, h, eps, sm_count, stream);
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda::layernorm

@@ -1,0 +1,18 @@
+// gelu_and_mul, JIT form (the nvrtc backend, docs/jit.md): the gated activations'
+// kernel of cuda.cuh with this op's activation, launched with the AOT plan
+// (common/cuda/act_and_mul_jit.cuh).
+#include "common/cuda/act_and_mul_jit.cuh"
+#include "ops/gelu_and_mul/cuda.cuh"
+
+namespace kerneld::cuda {
+
+KERNELD_IMPL(gelu_and_mul, nvrtc) {
+  RegisterJitImpl(
+      op, "ops/gelu_and_mul/cuda.cuh", ActAndMulJitPlan("ops/gelu_and_mul/cuda.cuh", [](DType dt) {
+        // float32 keeps the erfc form; half types the erf one (cuda.cuh).
+        return std::string(dt == DType::kFloat32 ? "kerneld::act::Gelu"
+                                                 : "kerneld::cuda::gelu_and_mul::GeluErf");
+      }));
+}
+
+}  // namespace kerneld::cuda
