@@ -168,9 +168,8 @@ std::string Daemon::Start() {
     // An anonymous connection's buffers go with it: when its descriptor is
     // accepted again or the sweeper finds it closed (auth/peer_listener.h),
     // and a registration finishing after that is refused.
-    peers_->OnGone([b = buffers_.get()](uint64_t serial) {
-      b->ReleaseOwner(ConnectionPrincipal(serial));
-    });
+    peers_->OnGone(
+        [b = buffers_.get()](uint64_t serial) { b->ReleaseOwner(ConnectionPrincipal(serial)); });
     buffers_->SetOwnerAlive([p = peers_](const Principal& who) {
       uint64_t serial = 0;
       return absl::SimpleAtoi(absl::string_view(who).substr(kConnectionPrefix.size()), &serial) &&
@@ -250,7 +249,8 @@ std::string Daemon::Start() {
                     "tensors cross the network unencrypted; prefer --tls_listen",
                 {{"address", addrs[i]}});
     if (own[i] < 0)
-      builder.AddListeningPort(addrs[i], is_tls ? tls : grpc::InsecureServerCredentials(), &ports[i]);
+      builder.AddListeningPort(addrs[i], is_tls ? tls : grpc::InsecureServerCredentials(),
+                               &ports[i]);
   }
   if (sync_api && cfg_.grpc_sync_pollers > 0) {
     builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, cfg_.grpc_sync_pollers);
