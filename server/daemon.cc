@@ -332,9 +332,11 @@ void Daemon::Shutdown() {
   // answers it owes are written (an idle one at once).
   runner_->BeginDrain();
   streams_->BeginDrain();
-  std::fprintf(stderr,
-               "kerneld: drain started: health NOT_SERVING; new requests and streams are "
-               "answered UNAVAILABLE\n");
+  DaemonLog(LogLevel::kInfo, "drain_started",
+            "drain started: health NOT_SERVING; new requests and streams are answered "
+            "UNAVAILABLE",
+            {{"inflight", static_cast<double>(runner_->inflight())},
+             {"streams", static_cast<double>(streams_->open())}});
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(cfg_.drain_timeout_s * 1000));
@@ -350,8 +352,11 @@ void Daemon::Shutdown() {
     std::this_thread::sleep_for(kDrainPoll);
   }
   if (!drained)
-    std::fprintf(stderr, "kerneld: drain timeout: cancelling %d requests and %lld streams\n",
-                 runner_->inflight(), static_cast<long long>(streams_->open()));
+    DaemonLog(LogLevel::kWarning, "drain_timeout",
+              "drain timeout: cancelling " + std::to_string(runner_->inflight()) +
+                  " requests and " + std::to_string(streams_->open()) + " streams",
+              {{"inflight", static_cast<double>(runner_->inflight())},
+               {"streams", static_cast<double>(streams_->open())}});
   StopPeerListeners();  // no new connection may reach a server shutting down
   // gRPC's Shutdown kills every call that arrives once it began (clients
   // read CANCELLED), and a client that keeps calling is always about to

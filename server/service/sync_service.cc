@@ -1,15 +1,38 @@
 #include "service/sync_service.h"
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
-#include "absl/synchronization/notification.h"
+#include "auth/authenticator.h"
 #include "service/execute_stream.h"
 #include "service/kernel_service.h"
 #include "service/library_log.h"
+#include "service/stream_registry.h"
 
 namespace kerneld::server {
 
 namespace {
+
+// A sync ExecuteStream as the stream registry sees it: counted against
+// --max_streams and --quota_streams like a callback one. Drain() cannot end
+// the handler's blocking read; it makes the loop answer UNAVAILABLE after
+// the message in hand (an idle stream ends when the drain closes the
+// connections). Heap-allocated and counted: the registry's drain may hold it
+// past the handler's return.
+class SyncStreamEntry : public DrainableStream {
+ public:
+  void Drain() override { draining_.store(true); }
+  void Ref() override { refs_.fetch_add(1); }
+  void Unref() override {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+  bool draining() const { return draining_.load(); }
+
+ private:
+  std::atomic<int> refs_{1};
+  std::atomic<bool> draining_{false};
+};
 
 // Ready for the stream's next message, keeping the info and status
 // submessages and their strings' storage: Clear() deletes them, and every
@@ -61,13 +84,23 @@ Status KernelServiceSyncImpl::RunAndWait(CallControl ctl, const v1::ExecuteReque
   // a request on the 2-core machine, measured as the "launch" stage); only
   // a request that waited in a queue is worth asking about.
   ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
+  // std::mutex and condition_variable rather than absl::Notification: the
+  // worker's writes to `resp` must be ordered before the handler reads them
+  // in a way ThreadSanitizer sees (Debian's abseil is not instrumented). The
+  // notify happens under the lock, so the waiter cannot return and destroy
+  // these while the worker still touches them.
   Status result;
-  absl::Notification done;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
   runner_.Start(req, resp, std::move(ctl), [&](const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
     result = st;
-    done.Notify();
+    done = true;
+    cv.notify_one();
   });
-  done.WaitForNotification();
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
   return result;
 }
 
@@ -87,7 +120,27 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   // Checked once up front, as the callback stream does; each message is
   // admitted again (ControlFor), so a revoked token stops later requests.
-  if (Status st = Authenticate(*ctx); !st.ok()) return ToGrpc(st);
+  Identity id;
+  if (Status st = IdentifyCall(*ctx, &id); !st.ok()) return ToGrpc(st);
+  StreamRegistry* registry = CurrentStreamRegistry();
+  SyncStreamEntry* entry = nullptr;
+  if (registry != nullptr) {
+    entry = new SyncStreamEntry;
+    if (Status st = registry->Open(entry, id.principal); !st.ok()) {
+      entry->Unref();
+      return ToGrpc(st);
+    }
+  }
+  struct Closer {
+    StreamRegistry* registry;
+    SyncStreamEntry* entry;
+    const Principal& who;
+    ~Closer() {
+      if (entry == nullptr) return;
+      registry->Close(entry, who);
+      entry->Unref();
+    }
+  } closer{registry, entry, id.principal};
   grpc::ByteBuffer in, out;
   v1::ExecuteRequest req;
   v1::ExecuteResponse resp;
@@ -104,6 +157,10 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
     (void)RunAndWait(std::move(ctl), req, &resp);
     SerializeStreamResponse(resp, &out);
     if (!stream->Write(out)) break;  // the client went away
+    if (entry != nullptr && entry->draining())
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "kerneld is shutting down: this stream's answers are written and it "
+                          "takes no more messages; retry on another replica");
   }
   return grpc::Status::OK;
 }

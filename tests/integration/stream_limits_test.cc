@@ -340,6 +340,56 @@ TEST(StreamLimits, FloodIsRefusedBeyondThePrincipalQuotaAndTheDaemonLimit) {
 // HTTP/2 by hand: the server announces --max_streams_per_connection, and a
 // peer that opens 20,000 streams on one connection regardless loses the
 // connection at the limit; the daemon's memory stays bounded.
+// The sync API counts its streams against the same limits: each open
+// stream holds one of its handler threads as well as memory.
+TEST(StreamLimits, SyncApiStreamsCountAgainstTheQuota) {
+  Daemon d({"--grpc_api=sync", "--quota_streams=3", "--max_streams=100"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  const v1::ExecuteRequest req = ScaleRequest(DType::kFloat32, {16}, 2.0);
+  auto stub = v1::KernelService::NewStub(d.client().channel());
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::ExecuteRequest, v1::ExecuteResponse>>>
+      open;
+  for (int i = 0; i < 3; ++i) {
+    ctxs.push_back(std::make_unique<grpc::ClientContext>());
+    open.push_back(stub->ExecuteStream(ctxs.back().get()));
+    v1::ExecuteResponse resp;
+    ASSERT_TRUE(open.back()->Write(req));
+    ASSERT_TRUE(open.back()->Read(&resp)) << "stream " << i;  // counted by now
+  }
+  {
+    grpc::ClientContext ctx;
+    auto extra = stub->ExecuteStream(&ctx);
+    extra->Write(req);
+    v1::ExecuteResponse resp;
+    EXPECT_FALSE(extra->Read(&resp));
+    const grpc::Status st = extra->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+    EXPECT_NE(st.error_message().find("--quota_streams"), std::string::npos) << st.error_message();
+  }
+  // A closed stream frees its slot.
+  open.front()->WritesDone();
+  EXPECT_TRUE(open.front()->Finish().ok());
+  bool admitted = false;
+  for (int i = 0; i < 100 && !admitted; ++i) {  // the handler's return may trail the client
+    grpc::ClientContext ctx;
+    auto again = stub->ExecuteStream(&ctx);
+    again->Write(req);
+    v1::ExecuteResponse resp;
+    admitted = again->Read(&resp);
+    again->WritesDone();
+    while (again->Read(&resp)) {
+    }
+    again->Finish();
+  }
+  EXPECT_TRUE(admitted);
+  for (size_t i = 1; i < open.size(); ++i) {
+    open[i]->WritesDone();
+    EXPECT_TRUE(open[i]->Finish().ok());
+  }
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
 TEST(StreamLimits, OneConnectionIsHeldToItsStreamLimit) {
   Daemon d({"--max_streams_per_connection=100"});
   ASSERT_TRUE(d.ok()) << d.Log();

@@ -14,7 +14,8 @@ struct Filter {
   double top_p;
 };
 
-class SamplingGpuSupportTest : public ::testing::TestWithParam<std::tuple<int64_t, Filter, bool>> {};
+class SamplingGpuSupportTest : public ::testing::TestWithParam<std::tuple<int64_t, Filter, bool>> {
+};
 
 TEST_P(SamplingGpuSupportTest, ThousandDrawsStayInSupport) {
   auto [vocab, f, misaligned] = GetParam();
@@ -24,22 +25,24 @@ TEST_P(SamplingGpuSupportTest, ThousandDrawsStayInSupport) {
   AttrMap attrs = {{"top_k", f.top_k}, {"top_p", f.top_p}, {"seed", int64_t{42}}};
   OpRun gpu = RunOnCuda("top_k_top_p_sampling", in, attrs, "cuda", "", misaligned ? 4 : 0);
   ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
-  EXPECT_EQ(CheckSupport(gpu.outputs["samples"].values, SamplingSupport(row, f.top_k, f.top_p)), "");
+  EXPECT_EQ(CheckSupport(gpu.outputs["samples"].values, SamplingSupport(row, f.top_k, f.top_p)),
+            "");
 }
 
 std::string SupportName(const ::testing::TestParamInfo<SamplingGpuSupportTest::ParamType>& info) {
   const auto& [v, f, mis] = info.param;
-  return "v" + std::to_string(v) + "_k" + std::to_string(f.top_k) + "_p" + std::to_string(static_cast<int>(f.top_p * 100)) +
-         (mis ? "_misaligned" : "");
+  return "v" + std::to_string(v) + "_k" + std::to_string(f.top_k) + "_p" +
+         std::to_string(static_cast<int>(f.top_p * 100)) + (mis ? "_misaligned" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, SamplingGpuSupportTest,
-                         ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127}, int64_t{4096}, int64_t{4097}),
-                                            ::testing::Values(Filter{0, 1.0}, Filter{1, 1.0}, Filter{50, 1.0},
-                                                              Filter{0, 0.9}, Filter{0, 0.3}, Filter{20, 0.8},
-                                                              Filter{5000, 0.95}),
-                                            ::testing::Bool()),
-                         SupportName);
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, SamplingGpuSupportTest,
+    ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127}, int64_t{4096}, int64_t{4097}),
+                       ::testing::Values(Filter{0, 1.0}, Filter{1, 1.0}, Filter{50, 1.0},
+                                         Filter{0, 0.9}, Filter{0, 0.3}, Filter{20, 0.8},
+                                         Filter{5000, 0.95}),
+                       ::testing::Bool()),
+    SupportName);
 
 TEST(SamplingGpu, LargeOddVocab) {
   std::mt19937_64 rng(11);
@@ -47,9 +50,11 @@ TEST(SamplingGpu, LargeOddVocab) {
     const std::vector<double> row = SkewedRow(vocab, rng);
     HostTensors in = {{"probs", Repeat(row, 64)}};
     for (Filter f : {Filter{50, 0.9}, Filter{0, 0.95}, Filter{1000, 1.0}}) {
-      OpRun gpu = RunOnCuda("top_k_top_p_sampling", in, {{"top_k", f.top_k}, {"top_p", f.top_p}, {"seed", int64_t{1}}});
+      OpRun gpu = RunOnCuda("top_k_top_p_sampling", in,
+                            {{"top_k", f.top_k}, {"top_p", f.top_p}, {"seed", int64_t{1}}});
       ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
-      EXPECT_EQ(CheckSupport(gpu.outputs["samples"].values, SamplingSupport(row, f.top_k, f.top_p)), "")
+      EXPECT_EQ(CheckSupport(gpu.outputs["samples"].values, SamplingSupport(row, f.top_k, f.top_p)),
+                "")
           << "vocab " << vocab << " top_k " << f.top_k << " top_p " << f.top_p;
     }
   }
@@ -66,7 +71,8 @@ TEST_P(SamplingGpuDistributionTest, MillionDrawsMatchRenormalizedProbabilities) 
   HostTensors in = {{"probs", Repeat(row, 100000)}};
   std::vector<double> samples;
   for (int64_t seed = 0; seed < 10; ++seed) {
-    OpRun gpu = RunOnCuda("top_k_top_p_sampling", in, {{"top_k", f.top_k}, {"top_p", f.top_p}, {"seed", seed}});
+    OpRun gpu = RunOnCuda("top_k_top_p_sampling", in,
+                          {{"top_k", f.top_k}, {"top_p", f.top_p}, {"seed", seed}});
     ASSERT_TRUE(gpu.status.ok()) << gpu.status.ToString();
     const auto& s = gpu.outputs["samples"].values;
     samples.insert(samples.end(), s.begin(), s.end());
@@ -77,12 +83,16 @@ TEST_P(SamplingGpuDistributionTest, MillionDrawsMatchRenormalizedProbabilities) 
   EXPECT_LT(c.max_z, 5.0) << "a bin is more than 5 sigma off its expected count";
 }
 
-std::string FilterName(const ::testing::TestParamInfo<SamplingGpuDistributionTest::ParamType>& info) {
-  return "k" + std::to_string(info.param.top_k) + "_p" + std::to_string(static_cast<int>(info.param.top_p * 100));
+std::string FilterName(
+    const ::testing::TestParamInfo<SamplingGpuDistributionTest::ParamType>& info) {
+  return "k" + std::to_string(info.param.top_k) + "_p" +
+         std::to_string(static_cast<int>(info.param.top_p * 100));
 }
 
 INSTANTIATE_TEST_SUITE_P(Filters, SamplingGpuDistributionTest,
-                         ::testing::Values(Filter{0, 1.0}, Filter{5, 1.0}, Filter{0, 0.7}, Filter{8, 0.6}), FilterName);
+                         ::testing::Values(Filter{0, 1.0}, Filter{5, 1.0}, Filter{0, 0.7},
+                                           Filter{8, 0.6}),
+                         FilterName);
 
 TEST(SamplingGpu, SameSeedSameSamples) {
   std::mt19937_64 rng(3);
@@ -103,7 +113,8 @@ TEST(SamplingGpu, TiesKeptAndEmptyRowsMarked) {
   HostTensor t = Repeat({0.3f, 0.2f, 0.2f, 0.2f, 0.1f, 0.0f}, 4000);
   OpRun gpu = RunOnCuda("top_k_top_p_sampling", {{"probs", t}}, {{"top_k", int64_t{2}}});
   ASSERT_TRUE(gpu.status.ok());
-  EXPECT_EQ(CheckSupport(gpu.outputs["samples"].values, {true, true, true, true, false, false}), "");
+  EXPECT_EQ(CheckSupport(gpu.outputs["samples"].values, {true, true, true, true, false, false}),
+            "");
   std::vector<int> counts(6);
   for (double s : gpu.outputs["samples"].values) ++counts[static_cast<size_t>(s)];
   EXPECT_GT(counts[2], 0);

@@ -33,15 +33,17 @@ TEST_P(SamplingSupportTest, ThousandDrawsStayInSupport) {
 
 std::string SupportName(const ::testing::TestParamInfo<SamplingSupportTest::ParamType>& info) {
   const auto& [v, f] = info.param;
-  return "v" + std::to_string(v) + "_k" + std::to_string(f.top_k) + "_p" + std::to_string(static_cast<int>(f.top_p * 100));
+  return "v" + std::to_string(v) + "_k" + std::to_string(f.top_k) + "_p" +
+         std::to_string(static_cast<int>(f.top_p * 100));
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, SamplingSupportTest,
-                         ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}),
-                                            ::testing::Values(Filter{0, 1.0}, Filter{1, 1.0}, Filter{50, 1.0},
-                                                              Filter{0, 0.9}, Filter{0, 0.3}, Filter{20, 0.8},
-                                                              Filter{5000, 0.95})),
-                         SupportName);
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, SamplingSupportTest,
+    ::testing::Combine(::testing::Values(int64_t{1}, int64_t{127}, int64_t{4097}),
+                       ::testing::Values(Filter{0, 1.0}, Filter{1, 1.0}, Filter{50, 1.0},
+                                         Filter{0, 0.9}, Filter{0, 0.3}, Filter{20, 0.8},
+                                         Filter{5000, 0.95})),
+    SupportName);
 
 TEST(Sampling, LargeOddVocab) {
   std::mt19937_64 rng(11);
@@ -62,7 +64,8 @@ TEST_P(SamplingDistributionTest, MatchesRenormalizedProbabilities) {
   const std::vector<bool> keep = SamplingSupport(row, f.top_k, f.top_p);
   // 200k draws: one per row of identical rows (each row its own stream).
   HostTensors in = {{"probs", Repeat(row, 200000)}};
-  OpRun r = RunOnCpu("top_k_top_p_sampling", in, {{"top_k", f.top_k}, {"top_p", f.top_p}, {"seed", int64_t{7}}});
+  OpRun r = RunOnCpu("top_k_top_p_sampling", in,
+                     {{"top_k", f.top_k}, {"top_p", f.top_p}, {"seed", int64_t{7}}});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   const std::vector<double>& s = r.outputs["samples"].values;
   ASSERT_EQ(CheckSupport(s, keep), "");
@@ -72,11 +75,13 @@ TEST_P(SamplingDistributionTest, MatchesRenormalizedProbabilities) {
 }
 
 std::string FilterName(const ::testing::TestParamInfo<SamplingDistributionTest::ParamType>& info) {
-  return "k" + std::to_string(info.param.top_k) + "_p" + std::to_string(static_cast<int>(info.param.top_p * 100));
+  return "k" + std::to_string(info.param.top_k) + "_p" +
+         std::to_string(static_cast<int>(info.param.top_p * 100));
 }
 
 INSTANTIATE_TEST_SUITE_P(Filters, SamplingDistributionTest,
-                         ::testing::Values(Filter{0, 1.0}, Filter{5, 1.0}, Filter{0, 0.7}, Filter{8, 0.6}),
+                         ::testing::Values(Filter{0, 1.0}, Filter{5, 1.0}, Filter{0, 0.7},
+                                           Filter{8, 0.6}),
                          FilterName);
 
 TEST(Sampling, SameSeedSameSamples) {
@@ -129,9 +134,12 @@ TEST(Sampling, Errors) {
     EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(r.status.message(), msg);
   };
-  expect(in, {{"top_k", int64_t{-1}}}, "top_k_top_p_sampling: attr 'top_k' must be >= 0 (0 turns it off), got -1");
-  expect(in, {{"top_p", 0.0}}, "top_k_top_p_sampling: attr 'top_p' must be in (0, 1] (1 turns it off), got 0");
-  expect(in, {{"top_p", 1.5}}, "top_k_top_p_sampling: attr 'top_p' must be in (0, 1] (1 turns it off), got 1.5");
+  expect(in, {{"top_k", int64_t{-1}}},
+         "top_k_top_p_sampling: attr 'top_k' must be >= 0 (0 turns it off), got -1");
+  expect(in, {{"top_p", 0.0}},
+         "top_k_top_p_sampling: attr 'top_p' must be in (0, 1] (1 turns it off), got 0");
+  expect(in, {{"top_p", 1.5}},
+         "top_k_top_p_sampling: attr 'top_p' must be in (0, 1] (1 turns it off), got 1.5");
   expect(in, {{"top_k", 2.5}}, "top_k_top_p_sampling: attr 'top_k' must be int, got float 2.5");
   expect({{"probs", Repeat({0.5, -0.25}, 2)}}, {},
          "top_k_top_p_sampling: probs[0, 1] = -0.250000 is not a finite non-negative probability");
