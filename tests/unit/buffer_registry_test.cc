@@ -1,10 +1,10 @@
 // The buffer registry: bounds arithmetic (overflow included), ownership,
 // deferred unregister, leases.
+#include "buffers/buffer_registry.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
-
-#include "buffers/buffer_registry.h"
 
 namespace kerneld::server {
 namespace {
@@ -33,7 +33,8 @@ TEST(Bounds, Arithmetic) {
   std::string why = BufferRegistry::CheckBounds(2, 4, 64, 4);
   EXPECT_NE(why.find("not a multiple of the element size 4"), std::string::npos) << why;
   why = BufferRegistry::CheckBounds(40, 32, 64, 4);
-  EXPECT_NE(why.find("offset 40 + 32 bytes exceeds the region's 64 bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("offset 40 + 32 bytes exceeds the region's 64 bytes"), std::string::npos)
+      << why;
 }
 
 TEST(Registry, ResolveChecksOwnerAndBounds) {
@@ -96,6 +97,59 @@ TEST(Registry, LeasesExpireUnlessUsedOrRenewed) {
   EXPECT_EQ(reg.ExpireLeases(), 1);
   EXPECT_EQ(r2, 1);
   EXPECT_EQ(r3, 0);
+}
+
+TEST(Registry, ReleaseOwnerTakesOnlyThatOwnersBuffersDeferredWhilePinned) {
+  int released = 0;  // before the registry, which releases into it when destroyed
+  BufferRegistry reg(false);
+  auto owned = [&](const char* owner) {
+    auto r = MakeRegion(64, &released);
+    r->owner = owner;
+    return reg.Add(std::move(r));
+  };
+  const std::string a1 = owned("conn:1"), a2 = owned("conn:1"), b = owned("conn:2");
+  RegionPin pin;
+  char* p = nullptr;
+  ASSERT_TRUE(reg.Resolve("conn:1", a1, 0, 64, 4, &pin, &p).ok());
+  EXPECT_EQ(reg.ReleaseOwner("conn:1"), 2);
+  EXPECT_EQ(released, 1);  // a2 at once; a1 when its request lets go
+  EXPECT_EQ(reg.size(), 1u);
+  RegionPin again;
+  EXPECT_EQ(reg.Resolve("conn:1", a2, 0, 4, 4, &again, &p).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(reg.Resolve("conn:2", b, 0, 4, 4, &again, &p).ok());
+  again.Reset();
+  pin.Reset();
+  EXPECT_EQ(released, 2);
+  EXPECT_EQ(reg.ReleaseOwner("conn:1"), 0);
+  EXPECT_EQ(reg.ReleaseOwner("conn:3"), 0);  // never held any
+}
+
+TEST(Registry, ConnectionsShareTheAnonymousQuotaAndAGoneOneCannotAdd) {
+  int released = 0;
+  BufferRegistry reg(false);
+  bool alive = true;
+  reg.SetOwnerAlive([&alive](const Principal& who) { return who != "conn:2" || alive; });
+  const BufferQuota quota{0, 2};
+  auto add = [&](const char* owner, std::string* id) {
+    auto r = MakeRegion(64, &released);
+    r->owner = owner;
+    return reg.Add(std::move(r), quota, id);
+  };
+  std::string id;
+  ASSERT_TRUE(add("conn:1", &id).ok());
+  ASSERT_TRUE(add("conn:2", &id).ok());
+  const Status over = add("conn:3", &id);
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("'anonymous' (every anonymous connection together)"),
+            std::string::npos)
+      << over.message();
+  EXPECT_EQ(reg.UsageByPrincipal().at(kAnonymous).buffers, 2u);
+  EXPECT_TRUE(add("token:alice", &id).ok());  // a principal of its own counts alone
+  // conn:2's connection went: what it registers after its release is refused.
+  alive = false;
+  EXPECT_EQ(reg.ReleaseOwner("conn:2"), 1);
+  EXPECT_EQ(add("conn:2", &id).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(reg.UsageByPrincipal().at(kAnonymous).buffers, 1u);
 }
 
 }  // namespace
