@@ -244,9 +244,8 @@ std::string PeerListener::BindTcp() {
   std::string host;
   int port = 0;
   if (!SplitHostPort(address_, &host, &port)) return "not a HOST:PORT address";
-  // The sockets to bind, in order: a wildcard is one dual-stack IPv6
-  // socket (IPv4 too), or IPv4 alone where the host has no IPv6, as gRPC
-  // binds it; a name is each address it resolves to, on one port.
+  // The sockets to bind, as gRPC binds them: a wildcard's one socket, or
+  // each address a name resolves to, all on one port.
   struct Want {
     sockaddr_storage ss;
     socklen_t len;
@@ -254,7 +253,8 @@ std::string PeerListener::BindTcp() {
   };
   std::vector<Want> want;
   // A wildcard is one dual-stack IPv6 socket (IPv4 too), or IPv4 alone
-  // where the host has no IPv6: tried in that order, the first that binds.
+  // where the host has no IPv6: tried in that order, the first that binds
+  // (a port in use fails the first, loudly).
   const bool wildcard = host.empty() || host == "0.0.0.0" || host == "::";
   if (wildcard) {
     Want v6{};
