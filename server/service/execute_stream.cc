@@ -44,9 +44,14 @@ ExecuteStreamReactor::ExecuteStreamReactor(grpc::CallbackServerContext* ctx, Req
     Identity id;
     admitted = IdentifyCall(*ctx, &id);
     if (admitted.ok()) {
-      principal_ = id.principal;
-      admitted = reg->Open(this, principal_);
-      if (admitted.ok()) registry_ = reg;
+      admitted = reg->Open(this, id.principal);
+      if (admitted.ok()) {
+        // Under mu_: OnDone reads them on another thread, ordered by gRPC
+        // (whose ordering ThreadSanitizer cannot see) and by this lock.
+        std::lock_guard<std::mutex> lock(mu_);
+        principal_ = std::move(id.principal);
+        registry_ = reg;
+      }
     }
   }
   if (!admitted.ok()) {
@@ -277,7 +282,12 @@ void ExecuteStreamReactor::Ref() {
 }
 
 void ExecuteStreamReactor::OnDone() {
-  if (registry_) registry_->Close(this, principal_);
+  StreamRegistry* registry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registry = registry_;
+  }
+  if (registry) registry->Close(this, principal_);  // principal_ is no longer written
   Release();
 }
 
