@@ -44,12 +44,14 @@ ExecuteStreamReactor::ExecuteStreamReactor(grpc::CallbackServerContext* ctx, Req
     Identity id;
     admitted = IdentifyCall(*ctx, &id);
     if (admitted.ok()) {
-      admitted = reg->Open(this, id.principal);
+      // Counted by quota principal: every anonymous connection together.
+      Principal who(QuotaPrincipal(id.principal));
+      admitted = reg->Open(this, who);
       if (admitted.ok()) {
         // Under mu_: OnDone reads them on another thread, ordered by gRPC
         // (whose ordering ThreadSanitizer cannot see) and by this lock.
         std::lock_guard<std::mutex> lock(mu_);
-        principal_ = std::move(id.principal);
+        principal_ = std::move(who);
         registry_ = reg;
       }
     }

@@ -123,10 +123,12 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
   Identity id;
   if (Status st = IdentifyCall(*ctx, &id); !st.ok()) return ToGrpc(st);
   StreamRegistry* registry = CurrentStreamRegistry();
+  // Counted by quota principal: every anonymous connection together.
+  const Principal quota_who(QuotaPrincipal(id.principal));
   SyncStreamEntry* entry = nullptr;
   if (registry != nullptr) {
     entry = new SyncStreamEntry;
-    if (Status st = registry->Open(entry, id.principal); !st.ok()) {
+    if (Status st = registry->Open(entry, quota_who); !st.ok()) {
       entry->Unref();
       return ToGrpc(st);
     }
@@ -140,7 +142,7 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
       registry->Close(entry, who);
       entry->Unref();
     }
-  } closer{registry, entry, id.principal};
+  } closer{registry, entry, quota_who};
   grpc::ByteBuffer in, out;
   v1::ExecuteRequest req;
   v1::ExecuteResponse resp;

@@ -109,7 +109,8 @@ TEST(Lifecycle, WorkerSpinServesAndBadValueIsRefused) {
 }
 
 TEST(Lifecycle, FullQueueAnswersResourceExhausted) {
-  Daemon d({"--cpu_workers=1", "--queue_capacity=1", "--enable_test_ops"});
+  // No in-flight quota: its default (--queue_capacity) would refuse first.
+  Daemon d({"--cpu_workers=1", "--queue_capacity=1", "--quota_inflight=0", "--enable_test_ops"});
   ASSERT_TRUE(d.ok()) << d.Log();
   std::vector<std::future<grpc::Status>> results;
   for (int i = 0; i < 8; ++i)
