@@ -111,6 +111,31 @@ def ref_rope(i, a):
     return {"q": q, "k": k}
 
 
+def _top_k_thresholds(x, top_k):
+    """Per row (as a column), the value a row keeps from: its k-th largest, ties kept; -inf
+    (the whole row) where k <= 0 or k >= vocab. top_k is [] or [1] (one k) or [batch]."""
+    b, v = x.shape
+    ks = top_k.reshape(-1)
+    thr = np.full((b, 1), -np.inf)
+    for r in range(b):
+        k = int(ks[0] if ks.size == 1 else ks[r])
+        if 0 < k < v:
+            thr[r, 0] = np.sort(x[r])[v - k]
+    return thr
+
+
+def ref_top_k_mask_logits(i, a):
+    x = i["logits"]
+    return {"masked_logits": np.where(x >= _top_k_thresholds(x, i["top_k"]), x, -np.inf)}
+
+
+def ref_top_k_renorm_probs(i, a):
+    p = i["probs"]
+    kept = np.where(p >= _top_k_thresholds(p, i["top_k"]), p, 0.0)
+    s = kept.sum(axis=-1, keepdims=True)
+    return {"renorm_probs": np.where(s > 0, kept / np.where(s > 0, s, 1.0), 0.0)}
+
+
 def case_elementwise(names):
     def case(n, dt, rng):
         return {k: rand(rng, (n,), dt) for k in names}, {}, {"y": dt}
@@ -156,6 +181,34 @@ def case_rope(n, dt, rng):
     return ({"q": rand(rng, (tokens, 2, d), dt), "k": rand(rng, (tokens, 1, d), dt),
              "positions": rng.integers(0, max_pos, size=tokens).astype(np.int32),
              "cos_sin_cache": cache}, {"is_neox": bool(n % 2)}, {"q": dt, "k": dt})
+
+
+def top_k_input(n, dt, rng):
+    """The 'top_k' input over 4 rows of vocab n: each (n, dtype) pair takes one of its forms,
+    [] (int32), [1] (int64) or [4] (a k per row: a few, a third of the row, <= 0 and >= n:
+    both keep the whole row); every form shows up at every size."""
+    form = ({"float32": 0, "float16": 1, "bfloat16": 2}.get(dt, 0) + n) % 3
+    if form == 0:
+        return np.array(max(1, n // 4), np.int32)
+    if form == 1:
+        return np.array([min(3, n)], np.int64)
+    ks = [min(5, n), max(1, n // 3), -1 if dt == "float16" else 0, n + 1]
+    return np.array(ks, np.int64 if dt == "float16" else np.int32)
+
+
+def case_top_k_mask(n, dt, rng):
+    x = rand(rng, (4, n), dt, -6, 6)
+    x[1] = np.round(x[1].astype(np.float32))  # integers: ties at the k-th largest
+    if n > 1:
+        x[0, ::7] = -np.inf  # masked or kept, -inf stays -inf (only NaN is refused)
+    return {"logits": x, "top_k": top_k_input(n, dt, rng)}, {}, {"masked_logits": dt}
+
+
+def case_top_k_renorm(n, dt, rng):
+    p = rand(rng, (4, n), dt, 0, 1)
+    p[1] = np.round(p[1].astype(np.float32) * 4) / 4  # 0, .25, ..., 1: ties and zeros
+    p[2] = 0  # kept mass 0: the row comes out all 0
+    return {"probs": p, "top_k": top_k_input(n, dt, rng)}, {}, {"renorm_probs": dt}
 
 
 def case_sampling(n, dt, rng):
@@ -207,6 +260,7 @@ REFS = {
     "silu_and_mul": _gated(silu), "gelu_and_mul": _gated(gelu),
     "gelu_tanh_and_mul": _gated(gelu_tanh), "gemm": ref_gemm, "softmax": ref_softmax,
     "rope": ref_rope, "top_k_top_p_sampling": None, "min_p_sampling": None,  # SUPPORT
+    "top_k_mask_logits": ref_top_k_mask_logits, "top_k_renorm_probs": ref_top_k_renorm_probs,
 }
 CASES = {
     "scale": case_scale, "add": case_elementwise(["a", "b"]), "rmsnorm": case_rmsnorm,
@@ -214,6 +268,7 @@ CASES = {
     "silu_and_mul": case_gated, "gelu_and_mul": case_gated, "gelu_tanh_and_mul": case_gated,
     "gemm": case_gemm, "softmax": case_softmax, "rope": case_rope,
     "top_k_top_p_sampling": case_sampling, "min_p_sampling": case_min_p,
+    "top_k_mask_logits": case_top_k_mask, "top_k_renorm_probs": case_top_k_renorm,
 }
 # Ops whose float inputs take only float32 whatever the dtype parameter.
 FLOAT32_ONLY = {"top_k_top_p_sampling", "min_p_sampling"}
