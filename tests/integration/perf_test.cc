@@ -149,7 +149,8 @@ TEST(Perf, CountsMatchWhatTheServerSaw) {
 TEST(Perf, ComparesWithTheFloorInTheSameRun) {
   // The floor is a bench target: trees built without bench (the sanitized
   // one) skip this; the normal tree runs it.
-  if (access(ECHO_FLOOR_BINARY, X_OK) != 0) GTEST_SKIP() << "no " << ECHO_FLOOR_BINARY << " (KERNELD_BUILD_BENCH=OFF)";
+  if (access(ECHO_FLOOR_BINARY, X_OK) != 0)
+    GTEST_SKIP() << "no " << ECHO_FLOOR_BINARY << " (KERNELD_BUILD_BENCH=OFF)";
   Daemon d;
   ASSERT_TRUE(d.ok()) << d.Log();
   // The sync floor in unary mode, the callback floor with streams.
@@ -181,7 +182,7 @@ TEST(Perf, ComparesWithTheFloorInTheSameRun) {
 }
 
 // --work_ns makes the floor spin that long in every request: a floor that
-// does kerneld's amount of work (bench/work_amplification.sh).
+// does kerneld's amount of work (bench/host_ab.sh work).
 TEST(Perf, FloorWorkNsSpinsInEveryRequest) {
   if (access(ECHO_FLOOR_BINARY, X_OK) != 0)
     GTEST_SKIP() << "no " << ECHO_FLOOR_BINARY << " (KERNELD_BUILD_BENCH=OFF)";

@@ -24,7 +24,7 @@ namespace kerneld::cuda::add {
 // written by the same thread.
 // One vector of each input a thread, 256-thread blocks, a grid that covers
 // the vectors (the loop runs once; it strides only past 2^31 blocks): scale's
-// layout. bench/k17_lab.cu (k17_lab --ops add, H100, CUDA events, L2
+// layout. The plan lab (k17_lab.cu at commit 11d7ce9, `--ops add`; H100, CUDA events, L2
 // read-flushed, median of 30; float16 / bfloat16 us) timed it ("t256v1")
 // against the former kernel (two vectors a thread, loads first: "current")
 // and torch's layouts (128 threads, 1-8 vectors a thread):

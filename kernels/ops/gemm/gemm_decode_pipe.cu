@@ -2,7 +2,7 @@
 // the tile shape for the layout, N and the device's shared memory, and the
 // split of K.
 //
-// Tile shapes, from bench/gemm_decode_lab.cu on the H100 (docs/kernels.md
+// Tile shapes, from bench/labs/gemm_decode_lab.cu on the H100 (docs/kernels.md
 // has the table): for b [N, K] 32 columns a block and chunks of 256 k in 4
 // slots; where 32-column tiles would need more than one wave of blocks
 // (N = 14336), 64 columns in 3 slots (fewer re-reads of a, which every

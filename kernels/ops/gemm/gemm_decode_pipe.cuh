@@ -23,7 +23,7 @@
 // K % 8 == 0, and N % 8 == 0 for a [K, N] b, so that every 16-byte piece
 // is either wholly inside the matrix or wholly outside (zero-filled).
 //
-// Device code only and no kerneld headers, so bench/gemm_decode_lab.cu can
+// Device code only and no kerneld headers, so bench/labs/gemm_decode_lab.cu can
 // time variants of it on their own.
 #pragma once
 

@@ -5,7 +5,8 @@
 // the rows are aligned, else one element (scalar path). Vector rows of 257
 // to 1024 packs (hidden 2056-8192 in float16 / bfloat16, 1028-4096 in
 // float32) take the launch plans of RowPlanFor below, measured in
-// bench/k17_lab.cu; the rest take the shared plan of common/cuda/rows.cuh.
+// the rmsnorm plan sweep (the lab k17_lab.cu, last in commit 11d7ce9; bench/labs/README.md);
+// the rest take the shared plan of common/cuda/rows.cuh.
 //
 // Framework-agnostic (FlashInfer's norm.cuh shape): raw pointers, templated
 // on the element type, the launcher returns cudaError_t. The binding
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-// ---- The lab's plans (bench/k17_lab.cu, H100, 2026-11-25) ----
+// ---- The lab's plans (k17_lab.cu at commit 11d7ce9, H100, 2026-11-25) ----
 
 // How a RmsNormRowKernel block walks its rows and loads the weight.
 enum class RowWalk {
@@ -170,7 +171,7 @@ __device__ __forceinline__ void WriteScaledPacks(Pack<T, N>* yrow, const Pack<T,
 // One row a block of kThreads threads (1-D), kItems packs a thread, pack k
 // of a thread at threadIdx.x + k * kThreads; __launch_bounds__ asks for
 // kMinBlocks resident blocks an SM (at most 64 registers a thread here).
-// bench/k17_lab.cu's RmsVar, with weight_bias. y may alias x: each thread
+// The lab's RmsVar (k17_lab.cu at commit 11d7ce9), with weight_bias. y may alias x: each thread
 // reads its packs of a row before it writes them, and rows are disjoint.
 template <typename T, int N, int kThreads, int kItems, int kMinBlocks, RowWalk kWalk>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -246,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 #ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 // Which lab plan a vector row takes: t<threads>i<packs a thread>b<min
-// blocks an SM> as in bench/k17_lab.cu's variant names (P: persistent).
+// blocks an SM> as in the lab's variant names (k17_lab.cu at commit 11d7ce9) (P: persistent).
 enum class LabPlan {
   kNone,           // the shared plan (PlanNormRows)
   kT256I2B4P,      // "t256i2b4 PR"
@@ -254,7 +255,7 @@ enum class LabPlan {
   kT256I4B4,       // "t256i4b4"
 };
 
-// The plan of a vector row of `units` 16-byte packs. bench/k17_lab.cu timed
+// The plan of a vector row of `units` 16-byte packs. The lab (k17_lab.cu at commit 11d7ce9) timed
 // float16 and bfloat16 rows of 512 and 1024 packs beside a copy of the same
 // bytes and beside the shared plan (k17_lab --ops rmsnorm, H100, CUDA
 // events, L2 read-flushed, median of 30; x copy, float16 / bfloat16):

@@ -73,7 +73,6 @@ __device__ __forceinline__ void WarpMerge(float& m, float& s, float scale) {
   }
 }
 
-
 // ---------------------------------------------------------------------------
 // Per-row kernels.
 
@@ -194,7 +193,7 @@ __global__ void __launch_bounds__(1024)
 // an element, and still faster than caching the exps as floats with every
 // warp merging the partials: 0.48 -> 0.60 x copy at 16 x 128256 float16 ->
 // float32, 0.42 -> 0.61 at 64 x 128256 on the same launch shape (H200,
-// bench/softmax_floor_lab.cu, which also times the floor under any split
+// bench/labs/softmax_floor_lab.cu, which also times the floor under any split
 // softmax). Compiled for sm_90+ only (clusters and distributed shared
 // memory); the launcher never launches it elsewhere.
 template <typename T, typename TO, int N, int kItems>
@@ -258,7 +257,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     WarpMerge(m, s, scale);
     if (lane == 0) part = make_float2(m, s);
   }
-  cluster.sync();  // every block's partial is written
+  cluster.sync();   // every block's partial is written
   if (warp == 0) {  // lane r reads rank r's partial
     float mm = -INFINITY, ss = 0.0f;
     if (lane < static_cast<unsigned>(c)) {
@@ -303,8 +302,7 @@ unsigned ThreadsFor(int64_t units) {
 }
 
 template <typename T, typename TO, int N, int kItems>
-cudaError_t LaunchReg(const T* x, TO* y, int64_t rows, int64_t vocab, float scale,
-                      cudaStream_t s) {
+cudaError_t LaunchReg(const T* x, TO* y, int64_t rows, int64_t vocab, float scale, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t{1} << 30));
   SoftmaxRegKernel<T, TO, N, kItems>
       <<<grid, ThreadsFor<kItems>(vocab / N), 0, s>>>(x, y, rows, vocab, scale);
@@ -322,13 +320,20 @@ cudaError_t LaunchPerRow(const T* x, TO* y, int64_t rows, int64_t vocab, float s
   for (int items = 1; items <= kMaxItems; items *= 2) {
     if ((units + items - 1) / items > kMaxThreads) continue;
     switch (items) {
-      case 1: return LaunchReg<T, TO, N, 1>(x, y, rows, vocab, scale, s);
-      case 2: return LaunchReg<T, TO, N, 2>(x, y, rows, vocab, scale, s);
-      case 4: return LaunchReg<T, TO, N, (kMaxItems >= 4 ? 4 : 1)>(x, y, rows, vocab, scale, s);
-      case 8: return LaunchReg<T, TO, N, (kMaxItems >= 8 ? 8 : 1)>(x, y, rows, vocab, scale, s);
-      case 16: return LaunchReg<T, TO, N, (kMaxItems >= 16 ? 16 : 1)>(x, y, rows, vocab, scale, s);
-      case 32: return LaunchReg<T, TO, N, (kMaxItems >= 32 ? 32 : 1)>(x, y, rows, vocab, scale, s);
-      default: break;
+      case 1:
+        return LaunchReg<T, TO, N, 1>(x, y, rows, vocab, scale, s);
+      case 2:
+        return LaunchReg<T, TO, N, 2>(x, y, rows, vocab, scale, s);
+      case 4:
+        return LaunchReg<T, TO, N, (kMaxItems >= 4 ? 4 : 1)>(x, y, rows, vocab, scale, s);
+      case 8:
+        return LaunchReg<T, TO, N, (kMaxItems >= 8 ? 8 : 1)>(x, y, rows, vocab, scale, s);
+      case 16:
+        return LaunchReg<T, TO, N, (kMaxItems >= 16 ? 16 : 1)>(x, y, rows, vocab, scale, s);
+      case 32:
+        return LaunchReg<T, TO, N, (kMaxItems >= 32 ? 32 : 1)>(x, y, rows, vocab, scale, s);
+      default:
+        break;
     }
   }
   const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t{1} << 30));
@@ -369,11 +374,11 @@ bool ClustersRun(Kernel kernel, int device, int c, unsigned threads) {
       (current == device || cudaSetDevice(device) == cudaSuccess)) {
     cudaFuncAttributes fa{};
     if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 &&
-        (c <= 8 ||
-         cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-             cudaSuccess)) {
+        (c <= 8 || cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                        1) == cudaSuccess)) {
       cudaLaunchAttribute attr;
-      const cudaLaunchConfig_t cfg = ClusterConfig(static_cast<unsigned>(c), threads, c, nullptr, &attr);
+      const cudaLaunchConfig_t cfg =
+          ClusterConfig(static_cast<unsigned>(c), threads, c, nullptr, &attr);
       int clusters = 0;
       ok = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0;
     }
@@ -421,10 +426,10 @@ cudaError_t LaunchCluster(const T* x, TO* y, int64_t rows, int64_t vocab, float 
   for (int items = 1; items <= kMaxItems; items *= 2) {
     if ((chunk + items - 1) / items > max_threads) continue;
     const unsigned threads = ThreadsFor<1>((chunk + items - 1) / items);
-#define KERNELD_SOFTMAX_CLUSTER_CASE(I)                                                          \
-  case I:                                                                                       \
-    return LaunchClusterItems<T, TO, N, (kMaxItems >= I ? I : 1)>(x, y, rows, vocab, scale, c, \
-                                                                  chunk, threads, dev, s, launched);
+#define KERNELD_SOFTMAX_CLUSTER_CASE(I)                            \
+  case I:                                                          \
+    return LaunchClusterItems<T, TO, N, (kMaxItems >= I ? I : 1)>( \
+        x, y, rows, vocab, scale, c, chunk, threads, dev, s, launched);
     switch (items) {
       KERNELD_SOFTMAX_CLUSTER_CASE(1)
       KERNELD_SOFTMAX_CLUSTER_CASE(2)
@@ -432,7 +437,8 @@ cudaError_t LaunchCluster(const T* x, TO* y, int64_t rows, int64_t vocab, float 
       KERNELD_SOFTMAX_CLUSTER_CASE(8)
       KERNELD_SOFTMAX_CLUSTER_CASE(16)
       KERNELD_SOFTMAX_CLUSTER_CASE(32)
-      default: break;
+      default:
+        break;
     }
 #undef KERNELD_SOFTMAX_CLUSTER_CASE
   }
@@ -447,7 +453,8 @@ cudaError_t Launch(const T* x, TO* y, int64_t rows, int64_t vocab, float scale,
   if (const int ft = g_force_threads.load(std::memory_order_relaxed); ft > 0) plan.max_threads = ft;
   if (plan.cluster >= 2 && dev.compute_capability >= 90) {
     bool launched = false;
-    const cudaError_t e = LaunchCluster<T, TO, N>(x, y, rows, vocab, scale, plan, dev, s, &launched);
+    const cudaError_t e =
+        LaunchCluster<T, TO, N>(x, y, rows, vocab, scale, plan, dev, s, &launched);
     if (e != cudaSuccess || launched) return e;
   }
   return LaunchPerRow<T, TO, N>(x, y, rows, vocab, scale, s);

@@ -14,7 +14,7 @@ namespace kerneld::cuda::softmax {
 constexpr int kMaxThreads = 512;  // block bound of the register-cached kernels
 constexpr int kMaxCached = 32;    // floats cached per thread, at most
 constexpr int64_t kRowCapacity = int64_t{kMaxThreads} * kMaxCached;  // elements a block caches
-constexpr int kMaxCluster = 16;   // the H100's non-portable cluster limit (portable: 8)
+constexpr int kMaxCluster = 16;  // the H100's non-portable cluster limit (portable: 8)
 
 // What the launcher needs to know of the device.
 struct DeviceCaps {
@@ -49,7 +49,7 @@ inline int Pow2Ceil(int64_t v) {
 // (vocab > kRowCapacity: the per-row path streams it twice, 1 x 128256 took
 // 32 us). Shorter rows (16 x 4096: 5.1 us per row, 6.0-6.7 split) and many
 // rows (256 x 128256: 96 us per row, 109 split) stay per row (H100,
-// bench/softmax_lab). C, a power of 2 up to kMaxCluster, is the larger of
+// a cluster sweep, bench/labs/README.md). C, a power of 2 up to kMaxCluster, is the larger of
 //  - what gives a block at most kSplitChunk elements: 64 x 32768 took 9.5 us
 //    in 8 blocks a row, 10.2-10.5 in 4; 64 x 50000 12.5 in 8, 13.3 in 16;
 //  - what puts a block on half the SMs (rows * C >= sm_count / 2): 1 x 32768
@@ -58,7 +58,7 @@ inline int Pow2Ceil(int64_t v) {
 // at 256, 7.5 at 512). Larger ones take 512 while the row's blocks fit on
 // the SMs at once (1 x 128256 in 16: 7.2 us at 512, 7.8 at 256), else 256
 // (64 x 128256 in 16: 21.2 us at 256, 23.1 at 512). Timings: float16 ->
-// float32, L2 read-flushed, H200 (132 SMs), bench/softmax_floor_lab's
+// float32, L2 read-flushed, H200 (132 SMs), bench/labs/softmax_floor_lab's
 // "softmax cluster" sweep, whose kernel is SoftmaxClusterKernel's. Needs
 // sm_90 (clusters).
 constexpr int64_t kSplitChunk = 6400;
