@@ -4,6 +4,7 @@
 
 #include "jit/jit_stats.h"
 #include "metrics/atomic_histogram.h"
+#include "metrics/one_family.h"
 
 namespace kerneld::server {
 
@@ -13,19 +14,7 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-MetricFamily One(const char* name, const char* help, MetricType type, double v) {
-  MetricFamily f;
-  f.name = name;
-  f.help = help;
-  f.type = type;
-  ClientMetric m;
-  if (type == MetricType::Counter)
-    m.counter.value = v;
-  else
-    m.gauge.value = v;
-  f.metric.push_back(std::move(m));
-  return f;
-}
+constexpr auto One = OneValueFamily;
 
 }  // namespace
 

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "metrics/one_family.h"
+
 namespace kerneld::server {
 
 namespace {
@@ -16,19 +18,7 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-MetricFamily One(const char* name, const char* help, MetricType type, double v) {
-  MetricFamily f;
-  f.name = name;
-  f.help = help;
-  f.type = type;
-  ClientMetric m;
-  if (type == MetricType::Counter)
-    m.counter.value = v;
-  else
-    m.gauge.value = v;
-  f.metric.push_back(m);
-  return f;
-}
+constexpr auto One = OneValueFamily;
 
 // The fields of /proc/self/stat after "(comm)", which may itself hold spaces
 // and parentheses: fields[0] is the state (field 3 of proc(5)).
