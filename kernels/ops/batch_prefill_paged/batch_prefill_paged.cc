@@ -1,0 +1,50 @@
+// batch_prefill_paged: each request's query rows over its paged KV cache
+// (FlashInfer's BatchPrefillWithPagedKVCache, NHD layout).
+#include <map>
+#include <string>
+
+#include "common/attention/bench.h"
+#include "common/attention/reference.h"
+#include "common/attention/schema.h"
+#include "kerneld/op.h"
+
+namespace kerneld {
+
+KERNELD_OP(batch_prefill_paged) {
+  OpDef op("batch_prefill_paged");
+  op.Doc(
+        "Attention of each request's query rows q[qo_indptr[b]:qo_indptr[b+1]] over its paged "
+        "KV cache (the pages kv_indices[kv_indptr[b]:kv_indptr[b+1]], all full except the last, "
+        "which holds kv_last_page_len[b] entries). x_j = sm_scale * (q . k_j), capped as "
+        "c * tanh(x_j / c) when logits_soft_cap c > 0; with causal, row i of a request sees key j "
+        "only if j <= i + kv_len - qo_len (bottom-right aligned, as FlashInfer). Query head h "
+        "reads kv head h / (num_qo_heads / num_kv_heads). qo_indptr starts at 0 and ends at "
+        "nnz_q; every index is checked against the extents first (INVALID_ARGUMENT naming the "
+        "request and the entry). Accumulated in float32, rounded once to q's dtype; a row that "
+        "sees no key gets o = 0 and lse = -inf.")
+      .Input("q", kFloatingTypes, "[nnz_q, num_qo_heads, head_dim]", "the requests' query rows")
+      .Input("qo_indptr", {DType::kInt32}, "[indptr_len]",
+             "batch + 1 entries: request b's rows are q[qo_indptr[b]:qo_indptr[b+1]]")
+      .Input("k_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
+             "key pages (NHD), q's dtype")
+      .Input("v_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
+             "value pages (NHD), q's dtype")
+      .Input("kv_indptr", {DType::kInt32}, "[indptr_len]",
+             "batch + 1 entries: request b's pages are kv_indices[kv_indptr[b]:kv_indptr[b+1]]")
+      .Input("kv_indices", {DType::kInt32}, "[nnz_pages]", "page numbers in [0, max_pages)")
+      .Gen(InputGen::kIndex, "max_pages")
+      .Input("kv_last_page_len", {DType::kInt32}, "[batch]",
+             "entries in each request's last page, in [1, page_size]")
+      .SameDType("q", "k_cache")
+      .SameDType("q", "v_cache")
+      .Check(attention::CheckHeads)
+      .Check(attention::CheckIndptrLen)
+      .Output("o", SameAs("q"), "q's dtype and shape")
+      .Output("lse", ShapeOf("[nnz_q, num_qo_heads]", DType::kFloat32), attention::kLseDoc);
+  attention::AddScoreAttrs(op, true);
+  op.Reference(attention::PrefillPagedReference);
+  op.Bench(attention::PrefillBench(true));
+  return op;
+}
+
+}  // namespace kerneld
