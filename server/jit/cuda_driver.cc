@@ -55,6 +55,9 @@ const CudaDriverApi* LoadCudaDriver(std::string* why) {
     Resolve(lib, "cuLaunchKernel", &api->launch_kernel, &missing);
     Resolve(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", &api->occupancy_max_active_blocks,
             &missing);
+    std::string optional;  // cluster launches: refused when absent
+    Resolve(lib, "cuLaunchKernelEx", &api->launch_kernel_ex, &optional);
+    Resolve(lib, "cuFuncSetAttribute", &api->func_set_attribute, &optional);
     if (!missing.empty()) {
       error = "libcuda.so.1 lacks " + missing;
       delete api;

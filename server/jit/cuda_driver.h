@@ -37,9 +37,42 @@ struct CudaDriverApi {
   // cuOccupancyMaxActiveBlocksPerMultiprocessor (persistent kernels' grids).
   int (*occupancy_max_active_blocks)(int* blocks, Function fn, int block_size,
                                      size_t shared_bytes) = nullptr;
+  // cuLaunchKernelEx and cuFuncSetAttribute, for kernels launched as
+  // thread-block clusters (split-row plans, sm_90+). Optional: nullptr on a
+  // driver older than CUDA 12, where a cluster launch is refused.
+  int (*launch_kernel_ex)(const struct LaunchConfig* config, Function fn, void** params,
+                          void** extra) = nullptr;
+  int (*func_set_attribute)(Function fn, int attribute, int value) = nullptr;
 
   std::string ErrorName(int result) const;
 };
+
+// cuda.h's CUlaunchAttribute holding a cluster dimension
+// (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION): an id padded to 8 bytes, then
+// the 64-byte CUlaunchAttributeValue union whose first member here is the
+// cluster's x, y, z.
+struct alignas(8) LaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  union Value {
+    unsigned cluster_dim[3];
+    char bytes[64];
+  } value = {};
+};
+static_assert(sizeof(LaunchAttribute) == 72, "cuda.h's CUlaunchAttribute layout");
+
+// cuda.h's CUlaunchConfig.
+struct LaunchConfig {
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned block_x = 1, block_y = 1, block_z = 1;
+  unsigned shared_bytes = 0;
+  void* stream = nullptr;
+  LaunchAttribute* attrs = nullptr;
+  unsigned num_attrs = 0;
+};
+
+inline constexpr int kLaunchAttributeClusterDimension = 4;       // CU_LAUNCH_ATTRIBUTE_...
+inline constexpr int kFuncAttributeNonPortableClusterSize = 14;  // CU_FUNC_ATTRIBUTE_...
 
 // libcuda.so.1 (the driver's, from the host), loaded once; nullptr with
 // *why when it cannot be (no driver: a machine without a GPU).

@@ -235,9 +235,24 @@ Status JitBackend::Run(KernelContext& ctx, const JitPlanFn& plan) {
   Spec* spec = Find(launch, ctx.op->name, true);
   Loaded* ld = nullptr;
   unsigned grid_x = launch.grid.x;
+  const unsigned cluster = launch.cluster.x * launch.cluster.y * launch.cluster.z;
   {
     std::lock_guard<std::mutex> lock(spec->mu);
     if (Status s = EnsureLoadedLocked(spec, ctx.device, &ld); !s.ok()) return s;
+    if (cluster > 1 &&
+        (driver_->launch_kernel_ex == nullptr || driver_->func_set_attribute == nullptr))
+      return FailedPrecondition("nvrtc: " + launch.kernel +
+                                " launches as thread-block clusters, which this driver lacks "
+                                "(cuLaunchKernelEx: CUDA 12 or later)");
+    if (cluster > 8 && !ld->non_portable_clusters) {
+      // Clusters of more than 8 blocks (up to 16 on an H100) are opted in
+      // per function, as the AOT launchers do with cudaFuncSetAttribute.
+      const int r = driver_->func_set_attribute(ld->fn, kFuncAttributeNonPortableClusterSize, 1);
+      if (r != 0)
+        return Internal("nvrtc: clusters of " + std::to_string(cluster) + " blocks for " +
+                        launch.kernel + ": " + driver_->ErrorName(r));
+      ld->non_portable_clusters = true;
+    }
     if (launch.cap_grid_at_residency && ctx.device.sm_count > 0) {
       auto [it, fresh] = ld->occupancy.try_emplace(launch.block.x * launch.block.y, 1);
       if (fresh) {
@@ -253,11 +268,38 @@ Status JitBackend::Run(KernelContext& ctx, const JitPlanFn& plan) {
     }
   }
   std::vector<void*> params = launch.args.Params();
+  if (cluster > 1) return LaunchClusters(launch, ld->fn, params.data(), ctx.stream);
   const int r = driver_->launch_kernel(ld->fn, grid_x, launch.grid.y, launch.grid.z, launch.block.x,
                                        launch.block.y, launch.block.z, launch.shared_bytes,
                                        ctx.stream, params.data(), nullptr);
   if (r != 0)
     return Internal("nvrtc: cuLaunchKernel(" + launch.kernel + "): " + driver_->ErrorName(r));
+  return Status::Ok();
+}
+
+Status JitBackend::LaunchClusters(const JitLaunch& launch, CudaDriverApi::Function fn,
+                                  void** params, void* stream) {
+  const unsigned cluster = launch.cluster.x * launch.cluster.y * launch.cluster.z;
+  LaunchAttribute attr;
+  attr.id = kLaunchAttributeClusterDimension;
+  attr.value.cluster_dim[0] = launch.cluster.x;
+  attr.value.cluster_dim[1] = launch.cluster.y;
+  attr.value.cluster_dim[2] = launch.cluster.z;
+  LaunchConfig cfg;
+  cfg.grid_x = launch.grid.x;
+  cfg.grid_y = launch.grid.y;
+  cfg.grid_z = launch.grid.z;
+  cfg.block_x = launch.block.x;
+  cfg.block_y = launch.block.y;
+  cfg.block_z = launch.block.z;
+  cfg.shared_bytes = launch.shared_bytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.num_attrs = 1;
+  const int r = driver_->launch_kernel_ex(&cfg, fn, params, nullptr);
+  if (r != 0)
+    return Internal("nvrtc: cuLaunchKernelEx(" + launch.kernel + ", clusters of " +
+                    std::to_string(cluster) + "): " + driver_->ErrorName(r));
   return Status::Ok();
 }
 

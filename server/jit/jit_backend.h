@@ -89,7 +89,8 @@ class JitBackend final : public JitEngine {
   struct Loaded {
     std::unique_ptr<LoadedModule> module;
     CudaDriverApi::Function fn = nullptr;
-    std::map<unsigned, int> occupancy;  // block size -> resident blocks an SM
+    std::map<unsigned, int> occupancy;   // block size -> resident blocks an SM
+    bool non_portable_clusters = false;  // opted in to clusters of more than 8 blocks (spec->mu)
   };
 
   Spec* Find(const JitLaunch& launch, const std::string& op, bool create);
@@ -99,6 +100,9 @@ class JitBackend final : public JitEngine {
   // Compiles for the device's arch if needed and loads on it. spec->mu held by the caller.
   Status EnsureLoadedLocked(Spec* spec, const DeviceInfo& dev, Loaded** out);
   const DeviceInfo* Gpu(int ordinal) const;
+  // cuLaunchKernelEx with launch.cluster's shape (opted in by Run).
+  Status LaunchClusters(const JitLaunch& launch, CudaDriverApi::Function fn, void** params,
+                        void* stream);
   void CompileLoop();
   void CompileEverywhere(Spec* spec);
 

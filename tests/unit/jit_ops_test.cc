@@ -23,7 +23,8 @@ struct Case {
 
 std::vector<Case> Cases() {
   const std::string rms = "kerneld::cuda::rmsnorm::", fused = "kerneld::cuda::fused_add_rmsnorm::",
-                    ln = "kerneld::cuda::layernorm::", act = "kerneld::cuda::ActAndMulKernel";
+                    ln = "kerneld::cuda::layernorm::", act = "kerneld::cuda::ActAndMulKernel",
+                    sm = "kerneld::cuda::softmax::", rope = "kerneld::cuda::rope::";
   return {
       {"ops/rmsnorm/cuda.cuh",
        {rms + "RmsNormKernel<__half, 8, 1>", rms + "RmsNormKernel<float, 1, 8>",
@@ -42,6 +43,14 @@ std::vector<Case> Cases() {
        {act + "<__nv_bfloat16, 8, kerneld::cuda::gelu_and_mul::GeluErf>",
         act + "<float, 4, kerneld::act::Gelu>"}},
       {"ops/gelu_tanh_and_mul/cuda.cuh", {act + "<float, 1, kerneld::act::GeluTanh>"}},
+      {"ops/softmax/cuda.cuh",
+       {sm + "SoftmaxRegKernel<__half, float, 4, 2>", sm + "SoftmaxRegKernel<float, float, 1, 32>",
+        sm + "SoftmaxStreamKernel<__nv_bfloat16, float, 4>",
+        sm + "SoftmaxClusterKernel<__nv_bfloat16, float, 4, 8>"}},
+      {"ops/rope/cuda.cuh",
+       {rope + "RopeKernel<__half, long long, 4, true>",
+        rope + "RopeKernel<__nv_bfloat16, int, 4, false>", rope + "RopeKernel<float, int, 1, true>",
+        rope + "RopeKernel<__half, long long, 1, false>"}},
   };
 }
 

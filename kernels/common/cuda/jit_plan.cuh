@@ -40,6 +40,12 @@ inline const TensorView& JitOutput(const KernelContext& ctx, const char* name) {
   return ctx.outputs[static_cast<size_t>(ctx.op->OutputIndex(name))];
 }
 
+// Whether a view's first element will be aligned to `bytes` (a power of 2)
+// where the kernel runs (host views are staged into fresh device memory).
+inline bool JitAlignedTo(const TensorView& v, int64_t bytes) {
+  return v.device.is_cpu() || v.alignment() >= bytes;
+}
+
 // The vector path's test (rows.cuh's VectorRowsOk) on views: row length a
 // whole number of packs and every view 16-byte aligned where it will run.
 inline bool JitVectorRowsOk(int64_t row_len, int vec,

@@ -71,6 +71,10 @@ struct JitLaunch {
   // runtime scalars (eps, factor) are in args.
   std::string kernel;
   JitDim grid, block;
+  // Thread-block cluster shape (sm_90+): more than one block launches the
+  // kernel as clusters of that shape (the split-row plans); grid is in
+  // blocks and a multiple of it.
+  JitDim cluster;
   unsigned shared_bytes = 0;
   // A persistent kernel: grid.x is capped at the blocks resident on the
   // whole device (occupancy x SMs), as the AOT launcher does.

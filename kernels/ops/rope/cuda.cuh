@@ -98,6 +98,7 @@ __global__ void RopeKernel(T* __restrict__ q, T* __restrict__ k, const P* __rest
   }
 }
 
+#ifndef __CUDACC_RTC__  // the launcher: host code, which NVRTC does not compile
 inline bool AlignedTo(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
@@ -144,5 +145,6 @@ cudaError_t Rope(T* q, T* k, const P* pos, const float* cache, int64_t tokens, i
         <<<grid, kBlock, 0, stream>>>(q, k, pos, cache, tokens, ihq, ihk, ihead, irot, max_pos);
   return cudaGetLastError();
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda::rope

@@ -22,19 +22,30 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 
 #include "common/cuda/block_reduce.cuh"
 #include "common/cuda/vec.cuh"
+
+#ifndef __CUDACC_RTC__  // the launchers' includes: host code, which NVRTC does not compile
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "ops/softmax/plan.h"
+#endif  // __CUDACC_RTC__
 
 namespace kerneld::cuda::softmax {
+
+// The register-cached kernels' block bound: plan.h's kMaxThreads, which the
+// JIT form (NVRTC, without plan.h's host headers) cannot include.
+inline constexpr int kBlockBound = 512;
+#ifndef __CUDACC_RTC__
+static_assert(kBlockBound == kMaxThreads, "the kernels' bound is the plan's");
+#endif  // __CUDACC_RTC__
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
@@ -78,7 +89,7 @@ __device__ __forceinline__ void WarpMerge(float& m, float& s, float scale) {
 
 // The row in registers: thread t holds packs t, t + blockDim, ... (coalesced).
 template <typename T, typename TO, int N, int kItems>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kBlockBound)
     SoftmaxRegKernel(const T* __restrict__ x, TO* __restrict__ y, int64_t rows, int64_t vocab,
                      float scale) {
   namespace bo = blockops;
@@ -197,7 +208,7 @@ __global__ void __launch_bounds__(1024)
 // softmax). Compiled for sm_90+ only (clusters and distributed shared
 // memory); the launcher never launches it elsewhere.
 template <typename T, typename TO, int N, int kItems>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kBlockBound)
     SoftmaxClusterKernel(const T* __restrict__ x, TO* __restrict__ y, int64_t vocab, int64_t chunk,
                          float scale) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -293,6 +304,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // ---------------------------------------------------------------------------
 // Host side.
 
+#ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 namespace detail {
 
 template <int kItems>
@@ -479,5 +491,6 @@ cudaError_t Softmax(const T* x, TO* y, int64_t rows, int64_t vocab, float scale,
   if (packs) return detail::Launch<T, TO, kN>(x, y, rows, vocab, scale, dev, stream);
   return detail::Launch<T, TO, 1>(x, y, rows, vocab, scale, dev, stream);
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace kerneld::cuda::softmax
