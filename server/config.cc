@@ -85,6 +85,7 @@ std::string FlagsHelp() {
                          inline result beyond it is refused up front (RESOURCE_EXHAUSTED)
   --max_inflight_mb=N    request bytes held at once, inline inputs and outputs of all
                          requests in flight (default 4096); beyond: RESOURCE_EXHAUSTED
+  --max_graph_steps=N    steps one ExecuteGraph may have (default 256; docs/graphs.md)
   --cpu_workers=N        requests the CPU backend runs at once (default 2)
   --cuda_streams=N       requests one GPU runs at once, each on its own stream and worker
                          thread (default 4); inline runs count too (--inline_max_kb)
@@ -228,6 +229,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          return ParseInt(v, &cfg->max_inflight_mb) && cfg->max_inflight_mb > 0 &&
                 cfg->max_inflight_mb <= (1 << 24);
+       }},
+      {"max_graph_steps",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->max_graph_steps) && cfg->max_graph_steps > 0 &&
+                cfg->max_graph_steps <= 65536;
        }},
       {"cpu_workers",
        [&](const std::string& v) {

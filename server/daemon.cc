@@ -129,6 +129,7 @@ Daemon::~Daemon() {
   if (devices_) devices_->StopAll();
   if (auth_ && CallAuthenticator() == auth_.get()) SetCallAuthenticator(nullptr);
   if (streams_ && CurrentStreamRegistry() == streams_.get()) SetStreamRegistry(nullptr);
+  if (graphs_ && CurrentGraphRunner() == graphs_.get()) SetGraphRunner(nullptr);
 }
 
 void Daemon::StopPeerListeners() {
@@ -188,6 +189,9 @@ std::string Daemon::Start() {
   SetStreamRegistry(streams_.get());
   runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(),
                                             trace_.get());
+  graphs_ = std::make_unique<GraphRunner>(cfg_, runner_->devices(), runner_->scheduler(), *metrics_,
+                                          buffers_.get());
+  SetGraphRunner(graphs_.get());
   buffer_handlers_ = std::make_unique<BufferHandlers>(cfg_, *devices_, *buffers_);
   metrics_->SetSources(devices_.get(), buffers_.get());
   // --grpc_api=sync serves every service on the sync API: one callback
@@ -331,6 +335,7 @@ void Daemon::Shutdown() {
   // by the handlers, and every open ExecuteStream ends UNAVAILABLE once the
   // answers it owes are written (an idle one at once).
   runner_->BeginDrain();
+  graphs_->BeginDrain();
   streams_->BeginDrain();
   DaemonLog(LogLevel::kInfo, "drain_started",
             "drain started: health NOT_SERVING; new requests and streams are answered "
@@ -344,7 +349,7 @@ void Daemon::Shutdown() {
   // that keeps calling is answered UNAVAILABLE meanwhile and does not hold
   // the drain. Streams signal their end; the runner's count is polled.
   bool drained = streams_->WaitAllClosed(deadline);
-  while (drained && runner_->inflight() > 0) {
+  while (drained && runner_->inflight() + graphs_->inflight() > 0) {
     if (std::chrono::steady_clock::now() >= deadline) {
       drained = false;
       break;

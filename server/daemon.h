@@ -22,6 +22,7 @@
 #include "service/health_service.h"
 #include "service/kernel_service.h"
 #include "service/request_runner.h"
+#include "graph/graph_runner.h"
 #include "service/stream_registry.h"
 
 namespace kerneld::server {
@@ -75,6 +76,7 @@ class Daemon {
   // the server's shutdown ends the streams that reference it).
   std::unique_ptr<StreamRegistry> streams_;
   std::unique_ptr<RequestRunner> runner_;
+  std::unique_ptr<GraphRunner> graphs_;  // ExecuteGraph (graph/graph_runner.h)
   std::unique_ptr<grpc::Service> service_;  // KernelServiceImpl, or the sync one (--grpc_api)
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> bound_, tls_bound_;

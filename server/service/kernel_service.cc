@@ -3,6 +3,7 @@
 #include "auth/authenticator.h"
 #include "auth/principal_stats.h"
 #include "build_info.h"
+#include "graph/graph_runner.h"
 #include "service/buffer_service.h"
 #include "service/execute_stream.h"
 #include "service/library_log.h"
@@ -79,6 +80,41 @@ grpc::ServerUnaryReactor* KernelServiceImpl::Execute(grpc::CallbackServerContext
     return call;
   }
   runner_.Start(call->req, &call->resp, std::move(ctl), [call, out](const Status& st) {
+    grpc::Status result = ToGrpc(st);
+    if (result.ok()) result = SerializeRawMessage(call->resp, out);
+    call->Finish(result);
+  });
+  return call;
+}
+
+namespace {
+
+class ExecuteGraphCall final : public grpc::ServerUnaryReactor {
+ public:
+  void OnDone() override { delete this; }
+  v1::ExecuteGraphRequest req;
+  v1::ExecuteGraphResponse resp;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* KernelServiceImpl::ExecuteGraph(grpc::CallbackServerContext* ctx,
+                                                          const grpc::ByteBuffer* in,
+                                                          grpc::ByteBuffer* out) {
+  auto* call = new ExecuteGraphCall();  // deletes itself (OnDone)
+  CallControl ctl = ControlFor(ctx);    // admitted before the message is parsed
+  GraphRunner* graphs = CurrentGraphRunner();
+  if (!ctl.refused.ok() || graphs == nullptr) {
+    call->Finish(graphs == nullptr ? grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                                  "this server runs no graphs")
+                                   : ToGrpc(ctl.refused));
+    return call;
+  }
+  if (Status st = ParseRawMessage(*in, &call->req); !st.ok()) {
+    call->Finish(ToGrpc(st));
+    return call;
+  }
+  graphs->Start(call->req, &call->resp, std::move(ctl), [call, out](const Status& st) {
     grpc::Status result = ToGrpc(st);
     if (result.ok()) result = SerializeRawMessage(call->resp, out);
     call->Finish(result);

@@ -18,7 +18,9 @@ namespace kerneld::server {
 using KernelServiceBase = v1::KernelService::WithRawCallbackMethod_Execute<
     v1::KernelService::WithRawCallbackMethod_ExecuteStream<
         v1::KernelService::WithRawCallbackMethod_ListKernels<
-            v1::KernelService::WithRawCallbackMethod_GetServerInfo<v1::KernelService::Service>>>>;
+            v1::KernelService::WithRawCallbackMethod_GetServerInfo<
+                v1::KernelService::WithRawCallbackMethod_ExecuteGraph<
+                    v1::KernelService::Service>>>>>;
 
 class KernelServiceImpl final : public KernelServiceBase {
  public:
@@ -34,6 +36,10 @@ class KernelServiceImpl final : public KernelServiceBase {
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* req,
                                           grpc::ByteBuffer* resp) override;
+  // graph/graph_runner.h
+  grpc::ServerUnaryReactor* ExecuteGraph(grpc::CallbackServerContext* ctx,
+                                         const grpc::ByteBuffer* req,
+                                         grpc::ByteBuffer* resp) override;
 
  private:
   const Config& cfg_;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "auth/authenticator.h"
+#include "graph/graph_runner.h"
 #include "service/execute_stream.h"
 #include "service/kernel_service.h"
 #include "service/library_log.h"
@@ -71,6 +72,35 @@ KernelServiceSyncImpl::KernelServiceSyncImpl(const Config& cfg, RequestRunner& r
   AddUnary(svc, "ListKernels",
            [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
              return AnswerListKernels(*ctx, cfg_, runner_, in, out);
+           });
+  // graph/graph_runner.h: runs on this gRPC thread's behalf, waits here.
+  AddUnary(svc, "ExecuteGraph",
+           [](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
+             CallControl ctl = ControlFor(ctx);
+             if (!ctl.refused.ok()) return ToGrpc(ctl.refused);
+             GraphRunner* graphs = CurrentGraphRunner();
+             if (graphs == nullptr)
+               return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server runs no graphs");
+             v1::ExecuteGraphRequest req;
+             if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
+             ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
+             v1::ExecuteGraphResponse resp;
+             Status result;
+             std::mutex mu;
+             std::condition_variable cv;
+             bool done = false;
+             graphs->Start(req, &resp, std::move(ctl), [&](const Status& st) {
+               std::lock_guard<std::mutex> lock(mu);
+               result = st;
+               done = true;
+               cv.notify_one();
+             });
+             {
+               std::unique_lock<std::mutex> lock(mu);
+               cv.wait(lock, [&] { return done; });
+             }
+             if (!result.ok()) return ToGrpc(result);
+             return SerializeRawMessage(resp, out);
            });
   AddUnary(svc, "GetServerInfo",
            [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
