@@ -25,6 +25,7 @@
 
 #include "common/activation_math.h"
 #include "common/cuda/rows.cuh"
+#include "common/cuda/width.cuh"
 
 namespace kerneld::cuda {
 
@@ -33,9 +34,10 @@ namespace kerneld::cuda {
 // N. Rows stride over gridDim.x * blockDim.y, a row's packs over
 // gridDim.y * blockDim.x: with the plan's grid each loop runs once, and
 // only a grid clamped to the hardware's limits makes a thread loop.
-template <typename T, int N, typename Act>
+template <typename T, int N, typename Act, int64_t kUnits = 0>
 __global__ void __launch_bounds__(256) ActAndMulKernel(const T* __restrict__ x, T* __restrict__ y,
                                                        int64_t rows, int64_t units, Act act) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   // Below 2^24 (gridDim.y <= 65535, the hardware's limit; blockDim.x <= 256):
   // 32-bit, fewer registers.

@@ -33,7 +33,9 @@ inline JitPlanFn ActAndMulJitPlan(std::string header, JitActName act) {
     const int64_t units = d / n;
     const ActAndMulPlan p = PlanActAndMul(rows, units);
     out->header = header;
-    out->kernel = JitName("kerneld::cuda::ActAndMulKernel", {t.name, JitInt(n), act(x.dtype)});
+    // d (in packs) compiled in: the kernel's kUnits.
+    out->kernel =
+        JitName("kerneld::cuda::ActAndMulKernel", {t.name, JitInt(n), act(x.dtype), JitInt(units)});
     out->grid = {p.grid.x, p.grid.y, p.grid.z};
     out->block = {p.block.x, p.block.y, p.block.z};
     // The functor is an empty struct passed by value: one byte.

@@ -14,16 +14,18 @@
 #include <cstdint>
 
 #include "common/cuda/rows.cuh"
+#include "common/cuda/width.cuh"
 
 namespace kerneld::cuda::fused_add_rmsnorm {
 
 // In place, x_out == x and residual_out == residual: not __restrict__. Each
 // thread reads its elements before it writes them, and no other thread
 // touches them.
-template <typename T, int N, int kItems>
+template <typename T, int N, int kItems, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     FusedAddRmsNormKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out, T* res_out,
                           int64_t rows, int units, float eps, float bias) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   __shared__ float scratch[kRowScratch];
   const float h = static_cast<float>(units) * N;
@@ -72,10 +74,11 @@ __global__ void __launch_bounds__(1024)
 
 // Wide rows: the first pass only sums (residual is not yet written, so the
 // second pass can re-read x + residual unrounded), the second writes both.
-template <typename T, int N>
+template <typename T, int N, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     FusedAddRmsNormWideKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out,
                               T* res_out, int64_t rows, int64_t units, float eps, float bias) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   __shared__ float scratch[kRowScratch];
   const float h = static_cast<float>(units * N);

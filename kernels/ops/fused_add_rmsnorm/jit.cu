@@ -34,10 +34,11 @@ Status PlanFusedAddRmsNorm(const KernelContext& ctx, const JitTarget& target, Ji
   out->block = {p.block.x, p.block.y, 1};
   out->args.Add(x.raw()).Add(res.raw()).Add(w.raw()).Add(xo.raw()).Add(ro.raw()).Add(r.rows);
   if (p.items == 0) {
-    out->kernel = JitName(ns + "FusedAddRmsNormWideKernel", {t.name, JitInt(n)});
+    out->kernel = JitName(ns + "FusedAddRmsNormWideKernel", {t.name, JitInt(n), JitInt(units)});
     out->args.Add(units);
   } else {
-    out->kernel = JitName(ns + "FusedAddRmsNormKernel", {t.name, JitInt(n), JitInt(p.items)});
+    out->kernel =
+        JitName(ns + "FusedAddRmsNormKernel", {t.name, JitInt(n), JitInt(p.items), JitInt(units)});
     out->args.Add(static_cast<int>(units));
   }
   out->args.Add(static_cast<float>(ctx.attr_f("eps")));

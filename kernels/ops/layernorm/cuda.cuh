@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "common/cuda/rows.cuh"
+#include "common/cuda/width.cuh"
 
 namespace kerneld::cuda::layernorm {
 
@@ -32,10 +33,11 @@ inline constexpr int kOccThreads = 512;
 inline constexpr int kOccBlocks = 4;
 
 // y may alias x: not __restrict__ (each thread reads its elements first).
-template <typename T, int N, int kItems, int kMaxThreads, int kMinBlocks>
+template <typename T, int N, int kItems, int kMaxThreads, int kMinBlocks, int64_t kUnits = 0>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     LayerNormKernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y,
                     int64_t rows, int units, float eps) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   // Pairs of elements where the pack has them (the vector path).
   constexpr int kStep = N % 2 == 0 ? 2 : 1;
@@ -116,10 +118,11 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
 
 // Rows too wide for the register cache: three passes over the row (mean,
 // variance, output), the later ones mostly from L2.
-template <typename T, int N>
+template <typename T, int N, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     LayerNormWideKernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y,
                         int64_t rows, int64_t units, float eps) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   __shared__ float scratch[kRowScratch];
   const float h = static_cast<float>(units * N);

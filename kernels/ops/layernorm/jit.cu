@@ -42,10 +42,11 @@ Status PlanLayerNorm(const KernelContext& ctx, const JitTarget& target, JitLaunc
   out->block = {p.block.x, p.block.y, 1};
   out->args.Add(x.raw()).Add(g.raw()).Add(b.raw()).Add(y.raw()).Add(r.rows);
   if (p.items == 0) {
-    out->kernel = JitName(ns + "LayerNormWideKernel", {t.name, JitInt(n)});
+    out->kernel = JitName(ns + "LayerNormWideKernel", {t.name, JitInt(n), JitInt(units)});
     out->args.Add(units);
   } else {
-    out->kernel = JitName(ns + "LayerNormKernel", {t.name, JitInt(n), JitInt(p.items), bounds});
+    out->kernel = JitName(ns + "LayerNormKernel",
+                          {t.name, JitInt(n), JitInt(p.items), bounds, JitInt(units)});
     out->args.Add(static_cast<int>(units));
   }
   out->args.Add(static_cast<float>(ctx.attr_f("eps")));

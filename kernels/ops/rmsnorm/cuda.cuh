@@ -19,15 +19,17 @@
 #include <cstdint>
 
 #include "common/cuda/rows.cuh"
+#include "common/cuda/width.cuh"
 
 namespace kerneld::cuda::rmsnorm {
 
 // y may alias x (in place): x and y are not __restrict__. Each thread reads
 // its elements before it writes them, and no other thread touches them.
-template <typename T, int N, int kItems>
+template <typename T, int N, int kItems, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     RmsNormKernel(const T* x, const T* __restrict__ w, T* y, int64_t rows, int units, float eps,
                   float bias) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   __shared__ float scratch[kRowScratch];
   const float h = static_cast<float>(units) * N;
@@ -70,10 +72,11 @@ __global__ void __launch_bounds__(1024)
 
 // Rows too wide for the register cache: a 1024-thread block per row reads
 // it twice (the second time mostly from L2).
-template <typename T, int N>
+template <typename T, int N, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     RmsNormWideKernel(const T* x, const T* __restrict__ w, T* y, int64_t rows, int64_t units,
                       float eps, float bias) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   __shared__ float scratch[kRowScratch];
   const float h = static_cast<float>(units * N);
@@ -173,10 +176,12 @@ __device__ __forceinline__ void WriteScaledPacks(Pack<T, N>* yrow, const Pack<T,
 // kMinBlocks resident blocks an SM (at most 64 registers a thread here).
 // The lab's RmsVar (k17_lab.cu at commit 11d7ce9), with weight_bias. y may alias x: each thread
 // reads its packs of a row before it writes them, and rows are disjoint.
-template <typename T, int N, int kThreads, int kItems, int kMinBlocks, RowWalk kWalk>
+template <typename T, int N, int kThreads, int kItems, int kMinBlocks, RowWalk kWalk,
+          int64_t kUnits = 0>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     RmsNormRowKernel(const T* x, const T* __restrict__ w, T* y, int64_t rows, int units, float eps,
                      float bias) {
+  units = Width<kUnits>(units);
   using P = Pack<T, N>;
   __shared__ float scratch[64];
   const float h = static_cast<float>(units) * N;

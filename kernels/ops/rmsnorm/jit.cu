@@ -25,13 +25,16 @@ Status PlanRmsNorm(const KernelContext& ctx, const JitTarget& target, JitLaunch*
   if (!JitTypeOf(x.dtype, &t)) return FailedPrecondition("rmsnorm: no JIT form for this dtype");
   const int n = JitVectorRowsOk(r.h, t.vec, {&x, &w, &y}) ? t.vec : 1;
   const int64_t units = r.h / n;
-  const std::string T = t.name, N = JitInt(n), ns = kNs;
+  // The row width (in packs) is compiled in: the kernels' last template
+  // argument (kUnits, common/cuda/width.cuh).
+  const std::string T = t.name, N = JitInt(n), U = JitInt(units), ns = kNs;
   out->header = "ops/rmsnorm/cuda.cuh";
   const float eps = static_cast<float>(ctx.attr_f("eps"));
   const float bias = static_cast<float>(ctx.attr_f("weight_bias"));
   auto row_kernel = [&](int threads, int items, int min_blocks, const char* walk) {
-    out->kernel = JitName(ns + "RmsNormRowKernel", {T, N, JitInt(threads), JitInt(items),
-                                                    JitInt(min_blocks), ns + "RowWalk::" + walk});
+    out->kernel = JitName(
+        ns + "RmsNormRowKernel",
+        {T, N, JitInt(threads), JitInt(items), JitInt(min_blocks), ns + "RowWalk::" + walk, U});
     out->grid.x = static_cast<unsigned>(std::clamp<int64_t>(r.rows, 1, 0x7fffffff));
     out->block.x = static_cast<unsigned>(threads);
   };
@@ -65,10 +68,10 @@ Status PlanRmsNorm(const KernelContext& ctx, const JitTarget& target, JitLaunch*
   out->block = {p.block.x, p.block.y, 1};
   out->args.Add(x.raw()).Add(w.raw()).Add(y.raw()).Add(r.rows);
   if (p.items == 0) {
-    out->kernel = JitName(ns + "RmsNormWideKernel", {T, N});
+    out->kernel = JitName(ns + "RmsNormWideKernel", {T, N, U});
     out->args.Add(units);
   } else {
-    out->kernel = JitName(ns + "RmsNormKernel", {T, N, JitInt(p.items)});
+    out->kernel = JitName(ns + "RmsNormKernel", {T, N, JitInt(p.items), U});
     out->args.Add(static_cast<int>(units));
   }
   out->args.Add(eps).Add(bias);

@@ -23,6 +23,7 @@
 
 #include "common/cuda/launch.cuh"
 #include "common/cuda/vec.cuh"
+#include "common/cuda/width.cuh"
 
 namespace kerneld::cuda::rope {
 
@@ -42,10 +43,17 @@ __device__ __forceinline__ void LoadAngles(const float* p, float* out) {
   }
 }
 
-template <typename T, typename P, int kV, bool kNeox>
+// kHead, kRot, kHq, kHk: head_dim, rot_dim and the head counts compiled in
+// (the JIT form), 0 at run time (the AOT build).
+template <typename T, typename P, int kV, bool kNeox, int kHead = 0, int kRot = 0, int kHq = 0,
+          int kHk = 0>
 __global__ void RopeKernel(T* __restrict__ q, T* __restrict__ k, const P* __restrict__ positions,
                            const float* __restrict__ cache, int64_t tokens, int hq, int hk,
                            int head, int rot, int64_t max_pos) {
+  head = Width<kHead>(head);
+  rot = Width<kRot>(rot);
+  hq = Width<kHq>(hq);
+  hk = Width<kHk>(hk);
   const int half = rot / 2;
   const int per_head = half / kV;  // units per head
   const int units = (hq + hk) * per_head;

@@ -46,8 +46,10 @@ Status PlanRope(const KernelContext& ctx, const JitTarget& target, JitLaunch* ou
   out->header = "ops/rope/cuda.cuh";
   // positions: int32 or int64 (any 8-byte integer type has int64_t's ABI).
   const char* p = pos.dtype == DType::kInt64 ? "long long" : "int";
+  // head_dim, rot_dim and the head counts compiled in (kHead, kRot, kHq, kHk).
   out->kernel = JitName("kerneld::cuda::rope::RopeKernel",
-                        {t.name, p, JitInt(vec ? 4 : 1), neox ? "true" : "false"});
+                        {t.name, p, JitInt(vec ? 4 : 1), neox ? "true" : "false", JitInt(head),
+                         JitInt(rot), JitInt(hq), JitInt(hk)});
   out->grid.x = static_cast<unsigned>(std::min<int64_t>(tokens, int64_t{1} << 30));
   out->grid.y = static_cast<unsigned>(std::min<int64_t>(split, 65535));
   out->block.x = kBlock;

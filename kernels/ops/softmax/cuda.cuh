@@ -28,6 +28,7 @@
 
 #include "common/cuda/block_reduce.cuh"
 #include "common/cuda/vec.cuh"
+#include "common/cuda/width.cuh"
 
 #ifndef __CUDACC_RTC__  // the launchers' includes: host code, which NVRTC does not compile
 #include <algorithm>
@@ -88,10 +89,11 @@ __device__ __forceinline__ void WarpMerge(float& m, float& s, float scale) {
 // Per-row kernels.
 
 // The row in registers: thread t holds packs t, t + blockDim, ... (coalesced).
-template <typename T, typename TO, int N, int kItems>
+template <typename T, typename TO, int N, int kItems, int64_t kVocab = 0>
 __global__ void __launch_bounds__(kBlockBound)
     SoftmaxRegKernel(const T* __restrict__ x, TO* __restrict__ y, int64_t rows, int64_t vocab,
                      float scale) {
+  vocab = Width<kVocab>(vocab);
   namespace bo = blockops;
   __shared__ float scratch[32];
   const int64_t units = vocab / N;
@@ -140,10 +142,11 @@ __global__ void __launch_bounds__(kBlockBound)
 
 // Rows too long for registers: pass 1 keeps an online (max, sum) per thread
 // and merges them over the block; pass 2 re-reads and writes.
-template <typename T, typename TO, int N>
+template <typename T, typename TO, int N, int64_t kVocab = 0>
 __global__ void __launch_bounds__(1024)
     SoftmaxStreamKernel(const T* __restrict__ x, TO* __restrict__ y, int64_t rows, int64_t vocab,
                         float scale) {
+  vocab = Width<kVocab>(vocab);
   __shared__ float sm[32], ss[32];
   const int64_t units = vocab / N;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -207,11 +210,13 @@ __global__ void __launch_bounds__(1024)
 // bench/labs/softmax_floor_lab.cu, which also times the floor under any split
 // softmax). Compiled for sm_90+ only (clusters and distributed shared
 // memory); the launcher never launches it elsewhere.
-template <typename T, typename TO, int N, int kItems>
+template <typename T, typename TO, int N, int kItems, int64_t kVocab = 0, int64_t kChunk = 0>
 __global__ void __launch_bounds__(kBlockBound)
     SoftmaxClusterKernel(const T* __restrict__ x, TO* __restrict__ y, int64_t vocab, int64_t chunk,
                          float scale) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  vocab = Width<kVocab>(vocab);
+  chunk = Width<kChunk>(chunk);
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());

@@ -2,8 +2,9 @@
 // cuda.cuh that the AOT launcher (softmax::detail::Launch) picks for the
 // request, by its own chooser (ChoosePlan, plan.h) and the same rules for
 // the pack width, the register cache and the split-row cluster, named for
-// NVRTC with its template arguments; the scale (1 / temperature) stays a
-// kernel argument. The output is float32 whatever the logits' dtype.
+// NVRTC with its template arguments, the vocabulary (and a split row's
+// chunk) compiled in; the scale (1 / temperature) stays a kernel argument. The output is float32
+// whatever the logits' dtype.
 #include <climits>
 
 #include "common/cuda/cuda_check.cuh"
@@ -32,8 +33,8 @@ bool PlanCluster(const std::string& T, int n, int64_t rows, int64_t vocab, softm
   for (int items = 1; items <= max_items; items *= 2) {
     if ((chunk + items - 1) / items > max_threads) continue;
     const unsigned threads = softmax::detail::ThreadsFor<1>((chunk + items - 1) / items);
-    out->kernel =
-        JitName(std::string(kNs) + "SoftmaxClusterKernel", {T, "float", JitInt(n), JitInt(items)});
+    out->kernel = JitName(std::string(kNs) + "SoftmaxClusterKernel",
+                          {T, "float", JitInt(n), JitInt(items), JitInt(vocab), JitInt(chunk)});
     out->grid.x = static_cast<unsigned>(rows * c);
     out->block.x = threads;
     out->cluster.x = static_cast<unsigned>(c);
@@ -52,13 +53,14 @@ void PlanPerRow(const std::string& T, int n, int64_t rows, int64_t vocab, JitLau
   for (int items = 1; items <= max_items; items *= 2) {
     if ((units + items - 1) / items > softmax::kMaxThreads) continue;
     const int64_t t = (units + items - 1) / items;
-    out->kernel =
-        JitName(std::string(kNs) + "SoftmaxRegKernel", {T, "float", JitInt(n), JitInt(items)});
+    out->kernel = JitName(std::string(kNs) + "SoftmaxRegKernel",
+                          {T, "float", JitInt(n), JitInt(items), JitInt(vocab)});
     out->block.x = static_cast<unsigned>(std::max<int64_t>(32, (t + 31) / 32 * 32));
     out->args.Add(rows).Add(vocab);
     return;
   }
-  out->kernel = JitName(std::string(kNs) + "SoftmaxStreamKernel", {T, "float", JitInt(n)});
+  out->kernel =
+      JitName(std::string(kNs) + "SoftmaxStreamKernel", {T, "float", JitInt(n), JitInt(vocab)});
   out->block.x = 1024;
   out->args.Add(rows).Add(vocab);
 }
