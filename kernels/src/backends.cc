@@ -3,7 +3,7 @@
 // is told it is not available here (FAILED_PRECONDITION, with the reason)
 // rather than that the name is unknown. A new backend adds its line here
 // with its first impl.
-#include "kerneld/op.h"
+#include "kerneld/registry.h"
 
 namespace kerneld {
 
