@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/rmsnorm_reference.h"
 #include "kerneld/op.h"
-#include "ops/rmsnorm/reference.h"
 
 namespace kerneld {
 
