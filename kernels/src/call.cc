@@ -1,4 +1,4 @@
-// The one call path: prepare, lay out, check aliasing, call.
+// The one call path: prepare, lay out, check aliasing, stage, call.
 #include "kerneld/call.h"
 
 #include "kerneld/check.h"
@@ -22,31 +22,55 @@ Status Prepare(const OpDef& op, const AttrMap& given, KernelContext* ctx,
   return PrepareInputs(*ctx, specs);
 }
 
+int OutputSource(const OpDef& op, size_t i, const std::string& alias) {
+  const OutputDef& od = op.outputs[i];
+  if (!od.in_place_of.empty()) return op.InputIndex(od.in_place_of);
+  if (!alias.empty() && od.name == alias && !od.may_alias.empty())
+    return op.InputIndex(od.may_alias);
+  return -1;
+}
+
 Status LayOutOutputs(const std::vector<OutputSpec>& specs, const std::string& alias,
-                     const OutputAllocator& alloc, KernelContext* ctx) {
+                     const OutputPlacer& place, KernelContext* ctx) {
   const OpDef& op = *ctx->op;
   const Device device = ctx->inputs.empty() ? Device::Cpu() : ctx->inputs[0].device;
   ctx->outputs.assign(op.outputs.size(), TensorView{});
   for (size_t i = 0; i < op.outputs.size(); ++i) {
-    const OutputDef& od = op.outputs[i];
     TensorView& v = ctx->outputs[i];
     v.dtype = specs[i].dtype;
     v.shape = specs[i].shape;
     v.device = device;
-    const std::string& src =
-        !od.in_place_of.empty() ? od.in_place_of : (od.name == alias ? od.may_alias : "");
-    if (!src.empty()) {
-      const TensorView& in = ctx->inputs[static_cast<size_t>(op.InputIndex(src))];
+    if (const int src = OutputSource(op, i, alias); src >= 0) {
+      const TensorView& in = ctx->inputs[static_cast<size_t>(src)];
       v.data = in.data;
       v.byte_offset = in.byte_offset;
       v.device = in.device;
     } else {
-      v.data = alloc(specs[i], v.nbytes());
-      if (v.data == nullptr && v.nbytes() > 0)
-        return ResourceExhausted(op.name + ": cannot allocate output '" + od.name + "'");
+      KERNELD_RETURN_IF_ERROR(place(i, &v));
     }
   }
   return CheckAliasing(*ctx);
+}
+
+Status LayOutOutputs(const std::vector<OutputSpec>& specs, const std::string& alias,
+                     const OutputAllocator& alloc, KernelContext* ctx) {
+  return LayOutOutputs(
+      specs, alias,
+      [&](size_t i, TensorView* v) {
+        v->data = alloc(specs[i], v->nbytes());
+        if (v->data == nullptr && v->nbytes() > 0)
+          return ResourceExhausted(ctx->op->name + ": cannot allocate output '" +
+                                   ctx->op->outputs[i].name + "'");
+        return Status::Ok();
+      },
+      ctx);
+}
+
+Status PrepareCall(const OpDef& op, const AttrMap& given, const std::string& alias,
+                   const OutputAllocator& alloc, KernelContext* ctx) {
+  std::vector<OutputSpec> specs;
+  KERNELD_RETURN_IF_ERROR(Prepare(op, given, ctx, &specs));
+  return LayOutOutputs(specs, alias, alloc, ctx);
 }
 
 Status CheckAliasing(const KernelContext& ctx) {
@@ -71,6 +95,37 @@ Status CheckAliasing(const KernelContext& ctx) {
                                "' overlap");
   }
   return Status::Ok();
+}
+
+StagingLayout LayOutStaging(const KernelContext& ctx, int64_t align,
+                            std::span<int64_t> input_offset, std::span<int64_t> output_offset) {
+  const auto round_up = [align](int64_t v) { return (v + align - 1) / align * align; };
+  StagingLayout l;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    input_offset[i] = -1;
+    if (!ctx.inputs[i].device.is_cpu()) continue;
+    input_offset[i] = l.total;
+    l.total += round_up(ctx.inputs[i].nbytes());
+  }
+  l.input_bytes = l.total;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    output_offset[i] = -1;
+    const TensorView& o = ctx.outputs[i];
+    if (!o.device.is_cpu()) continue;
+    // Written over a staged input (the same memory): that input's slot. The
+    // may_alias source counts too, so an aliased pair stays one memory.
+    const OutputDef& od = ctx.op->outputs[i];
+    const std::string& over = !od.in_place_of.empty() ? od.in_place_of : od.may_alias;
+    if (const int src = over.empty() ? -1 : ctx.op->InputIndex(over);
+        src >= 0 && input_offset[static_cast<size_t>(src)] >= 0 &&
+        o.raw() == ctx.inputs[static_cast<size_t>(src)].raw()) {
+      output_offset[i] = input_offset[static_cast<size_t>(src)];
+      continue;
+    }
+    output_offset[i] = l.total;
+    l.total += round_up(o.nbytes());
+  }
+  return l;
 }
 
 Status Call(const ImplDef& impl, KernelContext& ctx) {

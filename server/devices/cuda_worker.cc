@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -192,23 +193,14 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   const ThreadState& state = StateOf(info_.device.index);
   cudaStream_t s = state.stream;
 
-  // Stage host tensors: one pinned block and one device block per request,
-  // each tensor at a 256-byte aligned offset.
-  auto align = [](int64_t v) { return (v + 255) & ~int64_t{255}; };
-  int64_t total = 0;
+  // Stage host tensors through one pinned block and one device block per
+  // request, at the library's slots (kerneld/call.h, LayOutStaging).
   // Inline storage: nothing allocated on a request's success path.
-  absl::InlinedVector<int64_t, 8> in_off(task.call.inputs.size(), -1),
-      out_off(task.call.outputs.size(), -1);
-  for (size_t i = 0; i < task.call.inputs.size(); ++i)
-    if (task.call.inputs[i].device.is_cpu()) {
-      in_off[i] = total;
-      total += align(task.call.inputs[i].nbytes());
-    }
-  for (size_t i = 0; i < task.call.outputs.size(); ++i)
-    if (task.call.outputs[i].device.is_cpu()) {
-      out_off[i] = total;
-      total += align(task.call.outputs[i].nbytes());
-    }
+  KernelContext& ctx = task.call;
+  absl::InlinedVector<int64_t, 8> in_off(ctx.inputs.size()), out_off(ctx.outputs.size());
+  const StagingLayout staging = LayOutStaging(ctx, 256, std::span(in_off.data(), in_off.size()),
+                                              std::span(out_off.data(), out_off.size()));
+  const int64_t total = staging.total;
 
   char* dbuf = nullptr;
   char* hbuf = nullptr;
@@ -228,61 +220,65 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
     if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&dbuf), total, s);
         e != cudaSuccess) {
       cudaGetLastError();
-      return ResourceExhausted(task.call.op->name + ": cannot allocate " + std::to_string(total) +
+      return ResourceExhausted(ctx.op->name + ": cannot allocate " + std::to_string(total) +
                                " bytes on " + info_.device.ToString() + ": " + ErrText(e));
     }
     hbuf = static_cast<char*>(pinned_->Get(static_cast<size_t>(total), &hcap));
     if (hbuf == nullptr) return ResourceExhausted("cannot allocate pinned staging memory");
   }
 
-  // The request's own form runs in place when everything lives on this
-  // device; a request with host tensors runs on a copy whose staged views
-  // point into dbuf, and the task's host views receive the results.
-  KernelContext staged;
-  if (total > 0) {
-    staged.op = task.call.op;
-    staged.attrs = task.call.attrs;
-    staged.inputs = task.call.inputs;
-    staged.outputs = task.call.outputs;
-  }
-  KernelContext& ctx = total > 0 ? staged : task.call;
+  // The request's own form runs, with its staged views pointed at their
+  // slots in dbuf while it does; the host views come back before the task's
+  // completion reads them (the results are copied into them below).
+  struct HostView {
+    void* data = nullptr;
+    int64_t byte_offset = 0;
+    Device device;
+    void Keep(const TensorView& v) {
+      data = v.data, byte_offset = v.byte_offset, device = v.device;
+    }
+    void Put(TensorView& v) const { v.data = data, v.byte_offset = byte_offset, v.device = device; }
+    char* raw() const { return static_cast<char*>(data) + byte_offset; }
+  };
+  const auto stage = [this](TensorView& v, char* slot) {
+    v.data = slot;
+    v.byte_offset = 0;
+    v.device = info_.device;
+  };
+  absl::InlinedVector<HostView, 8> host_in(ctx.inputs.size()), host_out(ctx.outputs.size());
+  struct Restore {
+    KernelContext& ctx;
+    const absl::InlinedVector<int64_t, 8>& in_off;
+    const absl::InlinedVector<int64_t, 8>& out_off;
+    const absl::InlinedVector<HostView, 8>& in;
+    const absl::InlinedVector<HostView, 8>& out;
+    ~Restore() {
+      for (size_t i = 0; i < in_off.size(); ++i)
+        if (in_off[i] >= 0) in[i].Put(ctx.inputs[i]);
+      for (size_t i = 0; i < out_off.size(); ++i)
+        if (out_off[i] >= 0) out[i].Put(ctx.outputs[i]);
+    }
+  } restore{ctx, in_off, out_off, host_in, host_out};
   ctx.device = info_;
   ctx.stream = s;
-  for (size_t i = 0; i < task.call.inputs.size(); ++i) {
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     if (in_off[i] < 0) continue;
-    const TensorView& h = task.call.inputs[i];
-    std::memcpy(hbuf + in_off[i], h.raw(), static_cast<size_t>(h.nbytes()));
-    TensorView& d = ctx.inputs[i];
-    d.data = dbuf + in_off[i];
-    d.byte_offset = 0;
-    d.device = info_.device;
+    TensorView& v = ctx.inputs[i];
+    host_in[i].Keep(v);
+    std::memcpy(hbuf + in_off[i], v.raw(), static_cast<size_t>(v.nbytes()));
+    stage(v, dbuf + in_off[i]);
   }
-  for (size_t i = 0; i < task.call.outputs.size(); ++i) {
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
-    TensorView& d = ctx.outputs[i];
-    // An in-place output shares its input's staging slot.
-    const std::string& ip = task.call.op->outputs[i].in_place_of;
-    if (!ip.empty() && in_off[static_cast<size_t>(task.call.op->InputIndex(ip))] >= 0 &&
-        task.call.outputs[i].raw() ==
-            task.call.inputs[static_cast<size_t>(task.call.op->InputIndex(ip))].raw()) {
-      d.data = ctx.inputs[static_cast<size_t>(task.call.op->InputIndex(ip))].data;
-      out_off[i] = in_off[static_cast<size_t>(task.call.op->InputIndex(ip))];
-    } else {
-      d.data = dbuf + out_off[i];
-    }
-    d.byte_offset = 0;
-    d.device = info_.device;
+    TensorView& v = ctx.outputs[i];
+    host_out[i].Keep(v);
+    stage(v, dbuf + out_off[i]);
   }
-  if (total > 0) {
-    // Inputs are contiguous in the pinned block: one H2D copy of the lot.
-    int64_t in_bytes = 0;
-    for (size_t i = 0; i < task.call.inputs.size(); ++i)
-      if (in_off[i] >= 0) in_bytes = in_off[i] + align(task.call.inputs[i].nbytes());
-    if (in_bytes > 0) {
-      if (cudaError_t e = cudaMemcpyAsync(dbuf, hbuf, in_bytes, cudaMemcpyHostToDevice, s);
-          e != cudaSuccess)
-        return Internal("copying inputs to " + info_.device.ToString() + ": " + ErrText(e));
-    }
+  // Inputs are contiguous in the pinned block: one H2D copy of the lot.
+  if (staging.input_bytes > 0) {
+    if (cudaError_t e = cudaMemcpyAsync(dbuf, hbuf, staging.input_bytes, cudaMemcpyHostToDevice, s);
+        e != cudaSuccess)
+      return Internal("copying inputs to " + info_.device.ToString() + ": " + ErrText(e));
   }
   if (event_timing_) {
     if (cudaError_t e = cudaEventRecord(state.start, s); e != cudaSuccess)
@@ -299,10 +295,10 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
     cudaStreamSynchronize(s);
     return st;
   }
-  for (size_t i = 0; i < task.call.outputs.size(); ++i) {
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
     if (cudaError_t e = cudaMemcpyAsync(hbuf + out_off[i], ctx.outputs[i].raw(),
-                                        task.call.outputs[i].nbytes(), cudaMemcpyDeviceToHost, s);
+                                        ctx.outputs[i].nbytes(), cudaMemcpyDeviceToHost, s);
         e != cudaSuccess)
       return Internal("copying outputs from " + info_.device.ToString() + ": " + ErrText(e));
   }
@@ -311,7 +307,7 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   cudaError_t e = cudaEventRecord(state.done, s);
   if (e == cudaSuccess) e = WaitFor(state.done);
   if (e != cudaSuccess)
-    return Internal(task.call.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
+    return Internal(ctx.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
   const auto done = std::chrono::steady_clock::now();
   timing->kernel_done_ns = Ns(done - task.arrival);
   if (event_timing_) {
@@ -325,10 +321,9 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
     // the GPU's own time for a small kernel; the same for a long one).
     timing->execute_ns = Ns(done - launched);
   }
-  for (size_t i = 0; i < task.call.outputs.size(); ++i) {
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
     if (out_off[i] < 0) continue;
-    std::memcpy(task.call.outputs[i].raw(), hbuf + out_off[i],
-                static_cast<size_t>(task.call.outputs[i].nbytes()));
+    std::memcpy(host_out[i].raw(), hbuf + out_off[i], static_cast<size_t>(ctx.outputs[i].nbytes()));
   }
   return Status::Ok();
 }

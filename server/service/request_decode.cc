@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/container/inlined_vector.h"
 #include "kerneld/check.h"
 #include "kerneld/size.h"
 #include "service/tensor_codec.h"
@@ -31,208 +32,255 @@ Status ResolveRef(BufferRegistry* reg, const Principal& who, WhatFn what, const 
   return Status::Ok();
 }
 
-}  // namespace
+// True when output `od` is written into a client's buffer (its own
+// placement, or the input it is written in place of), not into the response.
+bool InBuffer(const v1::ExecuteRequest& req, const OutputDef& od) {
+  if (!od.in_place_of.empty())
+    return req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer;
+  auto placed = req.outputs().find(od.name);
+  return placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer;
+}
 
-Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
-                     const DecodeOptions& opt, BufferRegistry* reg, const Principal& who,
-                     DecodedRequest* d) {
-  const bool test_ops = opt.test_ops;
+// The op `req` names, among those this server serves.
+Status FindOp(const v1::ExecuteRequest& req, bool test_ops, const OpDef** found) {
   const OpDef* op = OpRegistry::Global().Find(req.op());
   if (op != nullptr && op->test_only() && !test_ops) op = nullptr;
-  if (op == nullptr) {
-    std::vector<std::string> names;
-    for (const OpDef* o : OpRegistry::Global().List())
-      if (!o->test_only() || test_ops) names.push_back(o->name);
-    if (req.op().empty())
-      return InvalidArgument("ExecuteRequest.op is empty; ops are " + NameList(names));
-    return NotFound("unknown op " + Quote(req.op()) + "; this server has " + NameList(names) +
-                    " (ListKernels describes them)");
+  if (op != nullptr) {
+    *found = op;
+    return Status::Ok();
   }
-  KernelContext& call = d->call;
-  call.op = op;
+  std::vector<std::string> names;
+  for (const OpDef* o : OpRegistry::Global().List())
+    if (!o->test_only() || test_ops) names.push_back(o->name);
+  if (req.op().empty())
+    return InvalidArgument("ExecuteRequest.op is empty; ops are " + NameList(names));
+  return NotFound("unknown op " + Quote(req.op()) + "; this server has " + NameList(names) +
+                  " (ListKernels describes them)");
+}
 
+// The attrs, resolved against the op's schema (kerneld/call.h): before any
+// tensor is decoded, so an attr error is reported first.
+Status DecodeAttrs(const v1::ExecuteRequest& req, const OpDef& op, KernelContext* call) {
   AttrMap given;
   for (const auto& [name, v] : req.attrs()) {
     AttrValue a;
     // A plain reference: lambdas may not capture structured bindings (before
     // C++20 in clang, which the sanitizer build uses).
     const std::string& attr = name;
-    KERNELD_RETURN_IF_ERROR(FromProto([&] { return op->name + ": attr " + Quote(attr); }, v, &a));
+    KERNELD_RETURN_IF_ERROR(FromProto([&] { return op.name + ": attr " + Quote(attr); }, v, &a));
     given.emplace(name, std::move(a));
   }
-  // The library's call path (kerneld/call.h): attrs first, so an attr error
-  // is reported before any tensor is decoded.
-  KERNELD_RETURN_IF_ERROR(PrepareAttrs(*op, given, &call));
+  return PrepareAttrs(op, given, call);
+}
 
-  // Inputs, in schema order; a missing one keeps dtype kInvalid and is
-  // reported by ValidateInputs.
-  call.inputs.assign(op->inputs.size(), TensorView{});
+// One input's bytes: inline (used in place when naturally aligned, else a
+// realigned copy), a buffer reference (bounds-checked and pinned), or none.
+Status DecodeInputData(const v1::Tensor& t, int64_t nbytes, WhatFn what, BufferRegistry* reg,
+                       const Principal& who, DecodedRequest* d, TensorView* v) {
+  switch (t.data_case()) {
+    case v1::Tensor::kInlineData: {
+      const std::string& bytes = t.inline_data();
+      d->bytes_in_inline += bytes.size();
+      if (static_cast<int64_t>(bytes.size()) != nbytes)
+        return InvalidArgument(what() + ": inline_data has " + std::to_string(bytes.size()) +
+                               " bytes; " + std::string(DTypeName(v->dtype)) + " " +
+                               ShapeToString(v->shape) + " needs " + std::to_string(nbytes) +
+                               " (elements x itemsize)");
+      if (reinterpret_cast<uintptr_t>(bytes.data()) % ItemSize(v->dtype) != 0) {
+        // Protobuf gives no alignment promise; kernels need natural alignment.
+        char* p = d->scratch.Alloc(bytes.size());
+        std::memcpy(p, bytes.data(), bytes.size());
+        v->data = p;
+      } else {
+        v->data = const_cast<char*>(bytes.data());  // read-only use
+      }
+      return Status::Ok();
+    }
+    case v1::Tensor::kBuffer:
+      KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, what, t.buffer(), nbytes, v->dtype, d, v));
+      d->bytes_in_buffer += static_cast<uint64_t>(nbytes);
+      return Status::Ok();
+    case v1::Tensor::DATA_NOT_SET:
+      break;
+  }
+  if (nbytes != 0)
+    return InvalidArgument(what() + " has no data; set inline_data (" + std::to_string(nbytes) +
+                           " bytes) or buffer");
+  v->data = d->scratch.Alloc(0);
+  return Status::Ok();
+}
+
+// The inputs, in schema order; a missing one keeps dtype kInvalid and is
+// reported by the library's validation.
+Status DecodeInputs(const v1::ExecuteRequest& req, BufferRegistry* reg, const Principal& who,
+                    DecodedRequest* d) {
+  const OpDef& op = *d->call.op;
+  d->call.inputs.assign(op.inputs.size(), TensorView{});
   for (const auto& [name, t] : req.inputs()) {
-    int idx = op->InputIndex(name);
+    int idx = op.InputIndex(name);
     if (idx < 0) {
       std::vector<std::string> names;
-      for (const auto& i : op->inputs) names.push_back(i.name);
-      return InvalidArgument(op->name + ": unknown input " + Quote(name) + "; inputs are " +
+      for (const auto& i : op.inputs) names.push_back(i.name);
+      return InvalidArgument(op.name + ": unknown input " + Quote(name) + "; inputs are " +
                              NameList(names));
     }
     // Formatted only for an error: the success path builds no string.
-    const std::string& input = name;  // not captured as a binding (see attrs)
-    auto what = [&] { return op->name + ": input '" + input + "'"; };
+    const std::string& input = name;  // not captured as a binding (see DecodeAttrs)
+    auto what = [&] { return op.name + ": input '" + input + "'"; };
     int64_t nbytes = 0;
     KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
-    TensorView& v = call.inputs[static_cast<size_t>(idx)];
+    TensorView& v = d->call.inputs[static_cast<size_t>(idx)];
     v.dtype = FromProto(t.dtype());
     v.shape.assign(t.shape().begin(), t.shape().end());
     v.device = Device::Cpu();
-    switch (t.data_case()) {
-      case v1::Tensor::kInlineData: {
-        const std::string& bytes = t.inline_data();
-        d->bytes_in_inline += bytes.size();
-        if (static_cast<int64_t>(bytes.size()) != nbytes)
-          return InvalidArgument(what() + ": inline_data has " + std::to_string(bytes.size()) +
-                                 " bytes; " + std::string(DTypeName(v.dtype)) + " " +
-                                 ShapeToString(v.shape) + " needs " + std::to_string(nbytes) +
-                                 " (elements x itemsize)");
-        if (reinterpret_cast<uintptr_t>(bytes.data()) % ItemSize(v.dtype) != 0) {
-          // Protobuf gives no alignment promise; kernels need natural alignment.
-          char* p = d->scratch.Alloc(bytes.size());
-          std::memcpy(p, bytes.data(), bytes.size());
-          v.data = p;
-        } else {
-          v.data = const_cast<char*>(bytes.data());  // read-only use
-        }
-        break;
-      }
-      case v1::Tensor::kBuffer:
-        KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, what, t.buffer(), nbytes, v.dtype, d, &v));
-        d->bytes_in_buffer += static_cast<uint64_t>(nbytes);
-        break;
-      case v1::Tensor::DATA_NOT_SET:
-        if (nbytes != 0)
-          return InvalidArgument(what() + " has no data; set inline_data (" +
-                                 std::to_string(nbytes) + " bytes) or buffer");
-        v.data = d->scratch.Alloc(0);
-        break;
-    }
+    KERNELD_RETURN_IF_ERROR(DecodeInputData(t, nbytes, what, reg, who, d, &v));
   }
+  return Status::Ok();
+}
 
-  // Validation and output inference: the library's, on the call itself.
-  std::vector<OutputSpec> specs;
-  KERNELD_RETURN_IF_ERROR(PrepareInputs(call, &specs));
-
+// Outputs the client placed itself: names, headers against the inferred
+// specs, and where they may go.
+Status CheckPlacedOutputs(const v1::ExecuteRequest& req, const OpDef& op,
+                          const std::vector<OutputSpec>& specs) {
   for (const auto& [name, t] : req.outputs()) {
-    int idx = op->OutputIndex(name);
+    int idx = op.OutputIndex(name);
     if (idx < 0) {
       std::vector<std::string> names;
-      for (const auto& o : op->outputs) names.push_back(o.name);
-      return InvalidArgument(op->name + ": unknown output " + Quote(name) + "; outputs are " +
+      for (const auto& o : op.outputs) names.push_back(o.name);
+      return InvalidArgument(op.name + ": unknown output " + Quote(name) + "; outputs are " +
                              NameList(names));
     }
-    const std::string& output = name;  // not captured as a binding (see attrs)
-    auto what = [&] { return op->name + ": output '" + output + "'"; };
+    const std::string& output = name;  // not captured as a binding (see DecodeAttrs)
+    auto what = [&] { return op.name + ": output '" + output + "'"; };
     int64_t nbytes = 0;
     KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
     TensorView declared;
     declared.dtype = FromProto(t.dtype());
     declared.shape.assign(t.shape().begin(), t.shape().end());
-    KERNELD_RETURN_IF_ERROR(CheckOutput(*op, idx, specs[static_cast<size_t>(idx)], declared));
-    if (t.data_case() == v1::Tensor::kBuffer &&
-        !op->outputs[static_cast<size_t>(idx)].in_place_of.empty())
-      return InvalidArgument(what() + " is written in place of input '" +
-                             op->outputs[static_cast<size_t>(idx)].in_place_of +
+    const OutputDef& od = op.outputs[static_cast<size_t>(idx)];
+    KERNELD_RETURN_IF_ERROR(CheckOutput(op, idx, specs[static_cast<size_t>(idx)], declared));
+    if (t.data_case() == v1::Tensor::kBuffer && !od.in_place_of.empty())
+      return InvalidArgument(what() + " is written in place of input '" + od.in_place_of +
                              "'; it cannot be placed elsewhere (leave it out of outputs)");
     if (t.data_case() == v1::Tensor::kInlineData)
       return InvalidArgument(what() +
                              ": outputs take no inline_data; leave data unset to receive "
                              "the result inline, or name a buffer to have it written there");
   }
+  return Status::Ok();
+}
 
-  // Sizes first, allocation after: the inline outputs must fit in one
-  // response (--max_message_mb) and the request's memory in the daemon's
-  // budget (--max_inflight_mb) before a single output byte is allocated.
-  // InferOutputs checked every output's size, so these products are exact.
-  std::vector<int64_t> out_bytes(op->outputs.size(), 0);
+// Sizes first, allocation after: the inline outputs must fit in one
+// response (--max_message_mb) and the request's memory in the daemon's
+// budget (--max_inflight_mb) before a single output byte is allocated.
+// InferOutputs checked every output's size, so these products are exact.
+Status ReserveOutputs(const v1::ExecuteRequest& req, const std::vector<OutputSpec>& specs,
+                      const DecodeOptions& opt, DecodedRequest* d) {
+  const OpDef& op = *d->call.op;
   int64_t inline_out = 0;
-  size_t biggest = op->outputs.size();  // named in the error only
-  for (size_t i = 0; i < op->outputs.size(); ++i) {
-    const OutputDef& od = op->outputs[i];
-    out_bytes[i] = CheckedBytes(specs[i].shape, specs[i].dtype).value_or(kMaxTensorBytes);
-    auto placed = req.outputs().find(od.name);
-    const bool in_buffer =
-        (!od.in_place_of.empty() &&
-         req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer) ||
-        (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
-    if (in_buffer) continue;
-    inline_out += out_bytes[i];
-    if (biggest == op->outputs.size() || out_bytes[i] * 2 > inline_out) biggest = i;
+  size_t biggest = op.outputs.size();  // named in the error only
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    const int64_t nbytes = CheckedBytes(specs[i].shape, specs[i].dtype).value_or(kMaxTensorBytes);
+    if (InBuffer(req, op.outputs[i])) {
+      d->bytes_out_buffer += static_cast<uint64_t>(nbytes);
+      continue;
+    }
+    d->bytes_out_inline += static_cast<uint64_t>(nbytes);
+    inline_out += nbytes;
+    if (biggest == op.outputs.size() || nbytes * 2 > inline_out) biggest = i;
   }
   if (opt.max_inline_out_bytes > 0 && inline_out > opt.max_inline_out_bytes)
     return ResourceExhausted(
-        op->name + ": the inline result would be " + HumanBytes(inline_out) + " (output '" +
-        op->outputs[biggest].name + "' " + std::string(DTypeName(specs[biggest].dtype)) + " " +
+        op.name + ": the inline result would be " + HumanBytes(inline_out) + " (output '" +
+        op.outputs[biggest].name + "' " + std::string(DTypeName(specs[biggest].dtype)) + " " +
         ShapeToString(specs[biggest].shape) + "); a response holds at most " +
         HumanBytes(opt.max_inline_out_bytes) +
         " (--max_message_mb). Place the output in a registered buffer, or split the request");
   if (opt.budget != nullptr) {
     const int64_t held = static_cast<int64_t>(d->bytes_in_inline) + inline_out;
     if (!opt.budget->TryReserve(held, &d->memory))
-      return ResourceExhausted(op->name + ": kerneld is holding " + HumanBytes(opt.budget->used()) +
+      return ResourceExhausted(op.name + ": kerneld is holding " + HumanBytes(opt.budget->used()) +
                                " for requests in flight and this one needs " + HumanBytes(held) +
                                "; the limit is " + HumanBytes(opt.budget->limit()) +
                                " (--max_inflight_mb). Retry with backoff");
   }
+  return Status::Ok();
+}
 
-  // Outputs are computed straight into the response's bytes (no extra copy).
-  // An in-place output starts as a copy of its input, and the kernel then
-  // reads and writes that copy: the request's bytes are never modified.
-  call.outputs.assign(op->outputs.size(), TensorView{});
-  for (size_t i = 0; i < op->outputs.size(); ++i) {
-    const OutputDef& od = op->outputs[i];
-    const OutputSpec& spec = specs[i];
+// The outputs' headers in the response, and their memory through the
+// library's layout (kerneld/call.h, LayOutOutputs, which also enforces the
+// aliasing rules). An output is computed straight into the response's bytes
+// (no extra copy) or into the client's buffer. An in-place output is its
+// input's memory: for an inline input, that input is first copied into the
+// response, and the kernel reads and writes the copy (the request's bytes
+// are never modified).
+Status PlaceOutputs(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, BufferRegistry* reg,
+                    const Principal& who, const std::vector<OutputSpec>& specs, DecodedRequest* d) {
+  struct Placing {
+    const v1::ExecuteRequest& req;
+    BufferRegistry* reg;
+    const Principal& who;
+    DecodedRequest* d;
+    absl::InlinedVector<v1::Tensor*, 4> out;  // the response's, in schema order
+  } p{req, reg, who, d, {}};
+  const OpDef& op = *d->call.op;
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    const OutputDef& od = op.outputs[i];
     v1::Tensor& out = (*resp->mutable_outputs())[od.name];
-    out.set_dtype(ToProto(spec.dtype));
-    for (int64_t s : spec.shape) out.add_shape(s);
-    const int64_t nbytes = out_bytes[i];
-    TensorView& v = call.outputs[i];
-    v.dtype = spec.dtype;
-    v.shape = spec.shape;
-    v.device = Device::Cpu();
-    auto placed = req.outputs().find(od.name);
-    const bool in_buffer =
-        (!od.in_place_of.empty() &&
-         req.inputs().at(od.in_place_of).data_case() == v1::Tensor::kBuffer) ||
-        (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer);
-    (in_buffer ? d->bytes_out_buffer : d->bytes_out_inline) += static_cast<uint64_t>(nbytes);
-    if (!od.in_place_of.empty()) {
-      const int in_idx = op->InputIndex(od.in_place_of);
-      TensorView& in = call.inputs[static_cast<size_t>(in_idx)];
-      const v1::Tensor& in_t = req.inputs().at(od.in_place_of);
-      if (in_t.data_case() == v1::Tensor::kBuffer) {
-        *out.mutable_buffer() = in_t.buffer();  // written in place, in the client's buffer
-        v.data = in.data;
-        v.byte_offset = in.byte_offset;
-        v.device = in.device;
-      } else {
-        std::string* bytes = out.mutable_inline_data();
-        bytes->assign(static_cast<const char*>(in.raw()), static_cast<size_t>(in.nbytes()));
-        in.data = bytes->data();
-        in.byte_offset = 0;
-        v.data = bytes->data();
-      }
-    } else if (placed != req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer) {
-      KERNELD_RETURN_IF_ERROR(ResolveRef(
-          reg, who, [&] { return op->name + ": output '" + od.name + "'"; },
-          placed->second.buffer(), nbytes, spec.dtype, d, &v));
-      *out.mutable_buffer() = placed->second.buffer();
+    p.out.push_back(&out);
+    out.set_dtype(ToProto(specs[i].dtype));
+    for (int64_t s : specs[i].shape) out.add_shape(s);
+    if (od.in_place_of.empty()) continue;
+    const v1::Tensor& in_t = req.inputs().at(od.in_place_of);
+    if (in_t.data_case() == v1::Tensor::kBuffer) {
+      *out.mutable_buffer() = in_t.buffer();  // written in place, in the client's buffer
     } else {
+      TensorView& in = d->call.inputs[static_cast<size_t>(op.InputIndex(od.in_place_of))];
       std::string* bytes = out.mutable_inline_data();
-      bytes->resize(static_cast<size_t>(nbytes));
-      v.data = bytes->data();
+      bytes->assign(static_cast<const char*>(in.raw()), static_cast<size_t>(in.nbytes()));
+      in.data = bytes->data();
+      in.byte_offset = 0;
     }
   }
-  // Outputs placed in buffers must not partly overlap inputs or each other
-  // (kerneld/call.h, CheckAliasing, says why).
-  return CheckAliasing(call);
+  // One reference captured: the std::function holds it without allocating.
+  return LayOutOutputs(
+      specs, /*alias=*/"",
+      [&p](size_t i, TensorView* v) -> Status {
+        const OutputDef& od = p.d->call.op->outputs[i];
+        v1::Tensor& out = *p.out[i];
+        auto placed = p.req.outputs().find(od.name);
+        if (placed != p.req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer) {
+          KERNELD_RETURN_IF_ERROR(ResolveRef(
+              p.reg, p.who, [&] { return p.d->call.op->name + ": output '" + od.name + "'"; },
+              placed->second.buffer(), v->nbytes(), v->dtype, p.d, v));
+          *out.mutable_buffer() = placed->second.buffer();
+          return Status::Ok();
+        }
+        std::string* bytes = out.mutable_inline_data();
+        bytes->resize(static_cast<size_t>(v->nbytes()));
+        v->data = bytes->data();
+        v->device = Device::Cpu();
+        return Status::Ok();
+      },
+      &d->call);
+}
+
+}  // namespace
+
+Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
+                     const DecodeOptions& opt, BufferRegistry* reg, const Principal& who,
+                     DecodedRequest* d) {
+  const OpDef* op = nullptr;
+  KERNELD_RETURN_IF_ERROR(FindOp(req, opt.test_ops, &op));
+  d->call.op = op;  // from here on, errors are counted under the op's name
+  KERNELD_RETURN_IF_ERROR(DecodeAttrs(req, *op, &d->call));
+  KERNELD_RETURN_IF_ERROR(DecodeInputs(req, reg, who, d));
+  // Validation and output inference: the library's, on the call itself.
+  std::vector<OutputSpec> specs;
+  KERNELD_RETURN_IF_ERROR(PrepareInputs(d->call, &specs));
+  KERNELD_RETURN_IF_ERROR(CheckPlacedOutputs(req, *op, specs));
+  KERNELD_RETURN_IF_ERROR(ReserveOutputs(req, specs, opt, d));
+  return PlaceOutputs(req, resp, reg, who, specs, d);
 }
 
 }  // namespace kerneld::server

@@ -1,7 +1,9 @@
-// Decoding one ExecuteRequest into the views a kernel runs on: op lookup,
+// Decoding one ExecuteRequest into the call a kernel runs on: op lookup,
 // attrs, inputs (inline or buffer references, bounds-checked and pinned),
-// schema validation, output inference and layout, aliasing rules, and the
-// size limits, all before anything is queued. Everything a client sends is
+// schema validation and output inference (kerneld/call.h), the size limits,
+// and the outputs' memory in the response or the client's buffers, laid
+// out by the library's LayOutOutputs with its aliasing rules; all before
+// anything is queued. Everything a client sends is
 // untrusted here; the fuzzer (tests/fuzz/decode_fuzz.cc) drives this entry
 // point directly.
 #pragma once
@@ -32,9 +34,10 @@ struct Scratch {
   }
 };
 
-// A decoded request, before scheduling.
-// Its call (op, attrs, views) is the form the request keeps to the kernel:
-// the scheduler reads it and the Task takes it by move.
+// The decoded call: the first of the request's three forms (then the Task,
+// then the response). Its call (op, attrs, views; kerneld/call.h) is what
+// the kernel runs: the scheduler reads it in place and the Task takes it by
+// move; the rest is the memory the call uses, held until the response.
 struct DecodedRequest {
   KernelContext call;
   Scratch scratch;

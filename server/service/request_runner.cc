@@ -60,12 +60,10 @@ struct RequestRunner::Call {
   std::atomic<bool> finished{false};
   Clock::time_point arrival;
   bool traced = false;
+  // The decoded call and the memory it holds (pins, scratch, budget); its
+  // KernelContext moves into the task at Submit.
   DecodedRequest d;
-  // What the request log reads at completion, copied only when logging is
-  // on (the call itself moves to the worker).
-  std::vector<TensorView> logged_inputs, logged_outputs;
-  AttrMap logged_attrs;
-  RequestRecord record;  // filled only when logging is on
+  RequestRecord record;  // filled only when logging is on; reads the task's views
   const Target* target = nullptr;
   Principal principal;  // for the log and the trace; never a metric label
   std::shared_ptr<std::atomic<int64_t>> principal_inflight;
@@ -127,118 +125,130 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
   }
 }
 
+// The walk, step by step: refuse, decode, place, submit; the task's done
+// completes it. Each step that ends the request answers it itself (Fail).
 void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl) {
   Call& c = *call;
-  const v1::ExecuteRequest& req = c.req;
-  v1::ExecuteResponse* resp = c.resp;
-  resp->set_request_id(req.request_id());
+  c.resp->set_request_id(c.req.request_id());
   c.traced = trace_ != nullptr && trace_->Sample();
-  const bool logged = log_ != nullptr && log_->level() >= 1;
+  c.principal = ctl.principal;
+  if (Refuse(c, ctl)) return;
+  if (!Decode(c)) return;
+  Placement place;
+  if (!Place(c, &place)) return;
+  Submit(call, place, ctl);
+}
 
-  // Refusals (formatted, counted, logged): not the fast path.
-  auto fail = [&](const Status& st, const std::string& op_label, const std::string& backend,
-                  const std::string& device) {
-    resp->clear_outputs();
-    resp->mutable_status()->set_code(static_cast<int>(st.code()));
-    resp->mutable_status()->set_message(st.message());
-    const int64_t total_ns = c.StampCompleted();
-    metrics_.ObserveRequest(metrics_.For(op_label, backend, device), st.code(),
-                            static_cast<double>(total_ns) * 1e-9);
-    if (logged) {
-      RequestRecord r;
-      r.request_id = req.request_id();
-      r.op = req.op();
-      r.backend = backend;
-      r.device = device;
-      r.code = std::string(StatusCodeName(st.code()));
-      r.message = st.message();
-      r.total_ns = total_ns;
-      r.principal = ctl.principal;
-      log_->Finish(r);
-    }
-    if (c.traced) trace_->Record(req, *resp, ArrivalNs(c.arrival), ctl.principal);
-    c.Done(st);
+// Refusals (formatted, counted, logged): not the fast path.
+void RequestRunner::Fail(Call& c, const Status& st, const std::string& op_label,
+                         const std::string& backend, const std::string& device) {
+  v1::ExecuteResponse* resp = c.resp;
+  resp->clear_outputs();
+  resp->mutable_status()->set_code(static_cast<int>(st.code()));
+  resp->mutable_status()->set_message(st.message());
+  const int64_t total_ns = c.StampCompleted();
+  metrics_.ObserveRequest(metrics_.For(op_label, backend, device), st.code(),
+                          static_cast<double>(total_ns) * 1e-9);
+  if (log_ != nullptr && log_->level() >= 1) {
+    RequestRecord r;
+    r.request_id = c.req.request_id();
+    r.op = c.req.op();
+    r.backend = backend;
+    r.device = device;
+    r.code = std::string(StatusCodeName(st.code()));
+    r.message = st.message();
+    r.total_ns = total_ns;
+    r.principal = c.principal;
+    log_->Finish(r);
+  }
+  if (c.traced) trace_->Record(c.req, *resp, ArrivalNs(c.arrival), c.principal);
+  c.Done(st);
+}
+
+// Admission, before a byte is decoded: drain, authentication, and the
+// principal's in-flight quota (counted here, released by Call::Done).
+bool RequestRunner::Refuse(Call& c, CallControl& ctl) {
+  // Only registered op names become label values: clients cannot mint series.
+  const auto op_label = [&] {
+    return OpRegistry::Global().Find(c.req.op()) ? c.req.op() : std::string("_unknown");
   };
-
   if (draining_.load()) {
-    fail(Unavailable("kerneld is shutting down and accepts no new requests; retry on another "
+    Fail(c,
+         Unavailable("kerneld is shutting down and accepts no new requests; retry on another "
                      "replica"),
-         OpRegistry::Global().Find(req.op()) ? req.op() : "_unknown", "none", "none");
-    return;
+         op_label(), "none", "none");
+    return true;
   }
   if (!ctl.refused.ok()) {
-    fail(ctl.refused, "_unknown", "none", "none");
-    return;
+    Fail(c, ctl.refused, "_unknown", "none", "none");
+    return true;
   }
-  c.principal = ctl.principal;
   if (ctl.principal_inflight) {  // --quota_inflight / max_inflight=
     const int64_t now = ctl.principal_inflight->fetch_add(1) + 1;
     c.principal_inflight = std::move(ctl.principal_inflight);
     if (ctl.max_inflight > 0 && now > ctl.max_inflight) {
       PrincipalStats::Global().CountQuotaExceeded(PrincipalStats::Quota::kInflight);
-      fail(ResourceExhausted(
+      Fail(c,
+           ResourceExhausted(
                "quota max_inflight of principal " + Quote(ctl.principal) + " reached: it has " +
                std::to_string(now - 1) + " requests in flight, at most " +
                std::to_string(ctl.max_inflight) +
                "; wait for answers before sending more, or ask the operator to raise it "
                "(--quota_inflight or max_inflight= in the token file)"),
-           OpRegistry::Global().Find(req.op()) ? req.op() : "_unknown", "none", "none");
-      return;
+           op_label(), "none", "none");
+      return true;
     }
   }
-  DecodedRequest& d = c.d;
+  return false;
+}
+
+// The request into its decoded call (request_decode.cc): views resolved,
+// validated, outputs laid out in the response or the client's buffers.
+bool RequestRunner::Decode(Call& c) {
   DecodeOptions opt;
   opt.test_ops = cfg_.enable_test_ops;
   opt.max_inline_out_bytes = int64_t{cfg_.max_message_mb} << 20;
   opt.budget = &budget_;
-  if (Status st = DecodeRequest(req, resp, opt, buffers_, ctl.principal, &d); !st.ok()) {
-    // Only registered op names become label values: clients cannot mint series.
-    fail(st, d.call.op ? d.call.op->name : "_unknown", "none", "none");
-    return;
+  if (Status st = DecodeRequest(c.req, c.resp, opt, buffers_, c.principal, &c.d); !st.ok()) {
+    Fail(c, st, c.d.call.op ? c.d.call.op->name : "_unknown", "none", "none");
+    return false;
   }
-  resp->mutable_info()->set_decoded_ns(NsSince(c.arrival));
+  c.resp->mutable_info()->set_decoded_ns(NsSince(c.arrival));
+  return true;
+}
 
-  // One form from decode to the kernel: the scheduler reads d.call, and the
-  // task takes it by move (a copy allocates every shape).
-  const OpDef* op = d.call.op;
-  Placement place;
-  if (Status st = scheduler_.Place(*op, d.call, req.backend(), req.device(), &place); !st.ok()) {
-    fail(st, op->name, "none", "none");
-    return;
+// An implementation and a device for the decoded call, read in place; and
+// what could never fit there refused up front.
+bool RequestRunner::Place(Call& c, Placement* place) {
+  const DecodedRequest& d = c.d;
+  const OpDef& op = *d.call.op;
+  if (Status st = scheduler_.Place(op, d.call, c.req.backend(), c.req.device(), place); !st.ok()) {
+    Fail(c, st, op.name, "none", "none");
+    return false;
   }
-
   // Inline tensors are staged into device memory on a GPU: refuse up front
   // what could never fit there, rather than failing an allocation later.
-  if (const DeviceInfo& dev = place.worker->info(); dev.device.is_cuda() && dev.total_memory > 0) {
+  if (const DeviceInfo& dev = place->worker->info(); dev.device.is_cuda() && dev.total_memory > 0) {
     const int64_t staged = static_cast<int64_t>(d.bytes_in_inline + d.bytes_out_inline);
     if (staged > dev.total_memory) {
-      fail(ResourceExhausted(op->name + ": its inline tensors need " + HumanBytes(staged) + " on " +
+      Fail(c,
+           ResourceExhausted(op.name + ": its inline tensors need " + HumanBytes(staged) + " on " +
                              dev.device.ToString() + ", which has " + HumanBytes(dev.total_memory) +
                              "; use registered buffers or a smaller request"),
-           op->name, place.impl->backend, DeviceManager::Label(dev));
-      return;
+           op.name, place->impl->backend, DeviceManager::Label(dev));
+      return false;
     }
   }
+  c.target = &TargetFor(op, *place->impl, *place->worker);
+  return true;
+}
 
-  c.target = &TargetFor(*op, *place.impl, *place.worker);
-  // Level 3 writes the request before it runs: a crash still names it.
-  if (logged) {
-    c.logged_inputs = d.call.inputs;
-    c.logged_outputs = d.call.outputs;
-    c.logged_attrs = d.call.attrs;
-    RequestRecord& r = c.record;
-    r.request_id = req.request_id();
-    r.op = op->name;
-    r.backend = place.impl->backend;
-    r.device = c.target->device_id;
-    r.opdef = op;
-    r.inputs = &c.logged_inputs;
-    r.outputs = &c.logged_outputs;
-    r.attrs = &c.logged_attrs;
-    r.principal = c.principal;
-    log_->Start(r);
-  }
-
+// The decoded call moves into a task (a copy allocates every shape) for
+// the placed worker; the task's done completes the request.
+void RequestRunner::Submit(const std::shared_ptr<Call>& call, const Placement& place,
+                           CallControl& ctl) {
+  Call& c = *call;
+  DecodedRequest& d = c.d;
   auto task = std::make_unique<Task>();
   task->call = std::move(d.call);
   task->impl = place.impl;
@@ -247,57 +257,77 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
                                      d.bytes_out_buffer);
   task->deadline = ctl.deadline;
   task->cancelled = std::move(ctl.cancelled);
+  const OpDef& op = *task->call.op;
+  // Level 3 writes the request before it runs: a crash still names it. The
+  // record reads the task's own views, which outlive its done.
+  if (log_ != nullptr && log_->level() >= 1) {
+    RequestRecord& r = c.record;
+    r.request_id = c.req.request_id();
+    r.op = op.name;
+    r.backend = place.impl->backend;
+    r.device = c.target->device_id;
+    r.opdef = &op;
+    r.inputs = &task->call.inputs;
+    r.outputs = &task->call.outputs;
+    r.attrs = &task->call.attrs;
+    r.principal = c.principal;
+    log_->Start(r);
+  }
   // One shared_ptr captured: the std::function holds it without allocating.
   task->done = [call](Status st, const TaskTiming& timing) {
-    Call& k = *call;
-    RequestRunner& self = *k.runner;
-    const Target& target = *k.target;
-    // A client that shrank its shared memory while the kernel ran got zeros
-    // mapped under it (buffers/shm_source.cc): the result is not to be trusted.
-    if (st.ok()) st = CheckPinsAfterUse(k.d.pins);
-    v1::ExecutionInfo* info = k.resp->mutable_info();
-    info->set_backend(target.series->backend);
-    info->set_device(target.device_id);
-    info->set_queue_ns(timing.queue_ns);
-    info->set_execute_ns(timing.execute_ns);
-    info->set_scheduled_ns(timing.scheduled_ns);
-    info->set_dequeued_ns(timing.dequeued_ns);
-    info->set_launched_ns(timing.launched_ns);
-    info->set_kernel_done_ns(timing.kernel_done_ns);
-    if (!st.ok()) k.resp->clear_outputs();
-    k.resp->mutable_status()->set_code(static_cast<int>(st.code()));
-    if (!st.ok()) k.resp->mutable_status()->set_message(st.message());
-    const int64_t total_ns = k.StampCompleted();
-    Metrics& metrics = self.metrics_;
-    metrics.ObserveRequest(target.series, st.code(), static_cast<double>(total_ns) * 1e-9);
-    if (timing.executed)
-      metrics.ObserveQueueAndExecute(target.series, static_cast<double>(timing.queue_ns) * 1e-9,
-                                     static_cast<double>(timing.execute_ns) * 1e-9);
-    if (st.ok()) {
-      const DecodedRequest& kd = k.d;
-      metrics.AddTransferred(true, false, kd.bytes_in_inline);
-      metrics.AddTransferred(true, true, kd.bytes_in_buffer);
-      metrics.AddTransferred(false, false, kd.bytes_out_inline);
-      metrics.AddTransferred(false, true, kd.bytes_out_buffer);
-    }
-    if (RequestLog* log = self.log_; log != nullptr && log->level() >= 1) {
-      RequestRecord& r = k.record;
-      r.code = std::string(StatusCodeName(st.code()));
-      if (!st.ok()) r.message = st.message();
-      r.queue_ns = timing.queue_ns;
-      r.execute_ns = timing.execute_ns;
-      r.total_ns = total_ns;
-      log->Finish(r);
-    }
-    if (k.traced) self.trace_->Record(k.req, *k.resp, ArrivalNs(k.arrival), k.principal);
-    k.Done(st);
+    call->runner->Complete(*call, std::move(st), timing);
   };
   if (!place.worker->Submit(task)) {
-    fail(ResourceExhausted(op->name + ": " + c.target->device_id + " queue is full (" +
+    Fail(c,
+         ResourceExhausted(op.name + ": " + c.target->device_id + " queue is full (" +
                            std::to_string(place.worker->capacity()) +
                            " requests waiting); retry with backoff, or raise --queue_capacity"),
-         op->name, place.impl->backend, DeviceManager::Label(place.worker->info()));
+         op.name, place.impl->backend, DeviceManager::Label(place.worker->info()));
   }
+}
+
+// The response (info, status), the metrics, the log and the trace, then
+// the hand-off to gRPC; on a worker thread, or inline in Submit.
+void RequestRunner::Complete(Call& k, Status st, const TaskTiming& timing) {
+  const Target& target = *k.target;
+  // A client that shrank its shared memory while the kernel ran got zeros
+  // mapped under it (buffers/shm_source.cc): the result is not to be trusted.
+  if (st.ok()) st = CheckPinsAfterUse(k.d.pins);
+  v1::ExecutionInfo* info = k.resp->mutable_info();
+  info->set_backend(target.series->backend);
+  info->set_device(target.device_id);
+  info->set_queue_ns(timing.queue_ns);
+  info->set_execute_ns(timing.execute_ns);
+  info->set_scheduled_ns(timing.scheduled_ns);
+  info->set_dequeued_ns(timing.dequeued_ns);
+  info->set_launched_ns(timing.launched_ns);
+  info->set_kernel_done_ns(timing.kernel_done_ns);
+  if (!st.ok()) k.resp->clear_outputs();
+  k.resp->mutable_status()->set_code(static_cast<int>(st.code()));
+  if (!st.ok()) k.resp->mutable_status()->set_message(st.message());
+  const int64_t total_ns = k.StampCompleted();
+  metrics_.ObserveRequest(target.series, st.code(), static_cast<double>(total_ns) * 1e-9);
+  if (timing.executed)
+    metrics_.ObserveQueueAndExecute(target.series, static_cast<double>(timing.queue_ns) * 1e-9,
+                                    static_cast<double>(timing.execute_ns) * 1e-9);
+  if (st.ok()) {
+    const DecodedRequest& kd = k.d;
+    metrics_.AddTransferred(true, false, kd.bytes_in_inline);
+    metrics_.AddTransferred(true, true, kd.bytes_in_buffer);
+    metrics_.AddTransferred(false, false, kd.bytes_out_inline);
+    metrics_.AddTransferred(false, true, kd.bytes_out_buffer);
+  }
+  if (log_ != nullptr && log_->level() >= 1) {
+    RequestRecord& r = k.record;
+    r.code = std::string(StatusCodeName(st.code()));
+    if (!st.ok()) r.message = st.message();
+    r.queue_ns = timing.queue_ns;
+    r.execute_ns = timing.execute_ns;
+    r.total_ns = total_ns;
+    log_->Finish(r);
+  }
+  if (k.traced) trace_->Record(k.req, *k.resp, ArrivalNs(k.arrival), k.principal);
+  k.Done(st);
 }
 
 }  // namespace kerneld::server

@@ -24,7 +24,7 @@ namespace kerneld::server {
 
 struct CallControl {
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
-  std::function<bool()> cancelled;  // may be empty
+  std::function<bool()> cancelled;   // may be empty
   Principal principal = kAnonymous;  // owner of the buffers it may reference
   Status refused;                    // not OK: answer this (authentication) and run nothing
   // The principal's requests in flight (null: not counted) and its quota
@@ -35,8 +35,9 @@ struct CallControl {
 
 class RequestRunner {
  public:
-  RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics, BufferRegistry* buffers = nullptr,
-                RequestLog* log = nullptr, TraceWriter* trace = nullptr);
+  RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics,
+                BufferRegistry* buffers = nullptr, RequestLog* log = nullptr,
+                TraceWriter* trace = nullptr);
 
   // Runs `req` and fills `resp` (outputs, info, status). `done` is called
   // exactly once with the final status, from a worker thread or (for a
@@ -67,7 +68,17 @@ class RequestRunner {
       return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
     }
   };
+  // The walk's steps (request_runner.cc). Refuse, Decode and Place answer a
+  // request they end (Fail) and say so: true from Refuse, false from the
+  // others.
   void StartImpl(const std::shared_ptr<Call>& call, CallControl ctl);
+  bool Refuse(Call& c, CallControl& ctl);
+  bool Decode(Call& c);
+  bool Place(Call& c, Placement* place);
+  void Submit(const std::shared_ptr<Call>& call, const Placement& place, CallControl& ctl);
+  void Complete(Call& c, Status st, const TaskTiming& timing);
+  void Fail(Call& c, const Status& st, const std::string& op_label, const std::string& backend,
+            const std::string& device);
   const Target& TargetFor(const OpDef& op, const ImplDef& impl, const DeviceWorker& worker);
 
   const Config& cfg_;
