@@ -25,7 +25,7 @@ namespace kerneld::cuda::attention {
 inline constexpr int kAttendWarps = 4;
 
 struct KvIndex {
-  const int32_t* indptr = nullptr;  // [batch + 1]
+  const int32_t* indptr = nullptr;   // [batch + 1]
   const int32_t* indices = nullptr;  // paged: [nnz_pages]; nullptr: ragged rows
   const int32_t* last_page_len = nullptr;
   int64_t nnz = 0;  // paged: entries of indices; ragged: rows of k / v
@@ -39,7 +39,7 @@ struct AttendParams {
   const void* v = nullptr;
   void* o = nullptr;
   float* lse = nullptr;
-  float* part_o = nullptr;  // chunks > 1: [chunks, rows, hq, D]
+  float* part_o = nullptr;    // chunks > 1: [chunks, rows, hq, D]
   float* part_lse = nullptr;  // [chunks, rows, hq]
   const int* err = nullptr;
   KvIndex kv;
@@ -142,7 +142,10 @@ __global__ void __launch_bounds__(kAttendWarps * 32) AttendKernel(AttendParams p
     int lo = 0, hi = p.batch - 1;  // the last request starting at or before row
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (p.qo_indptr[mid] <= row) lo = mid; else hi = mid - 1;
+      if (p.qo_indptr[mid] <= row)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     b = lo;
     const int64_t start = Clamp64(p.qo_indptr[b], 0, p.rows);
@@ -269,7 +272,8 @@ __global__ void __launch_bounds__(D) AttendMergeKernel(AttendParams p) {
 // G: the widest of 8, 4, 2, 1 that divides the group (a block's heads
 // share one kv head).
 inline int HeadsPerBlock(int group) {
-  for (int g : {8, 4, 2}) if (group % g == 0) return g;
+  for (int g : {8, 4, 2})
+    if (group % g == 0) return g;
   return 1;
 }
 
@@ -301,10 +305,18 @@ cudaError_t Attend(const AttendParams& p, cudaStream_t s) {
                   static_cast<unsigned>(p.hq / g));
   const dim3 block(kAttendWarps * 32);
   switch (g) {
-    case 8: AttendKernel<T, D, 8><<<grid, block, 0, s>>>(p); break;
-    case 4: AttendKernel<T, D, 4><<<grid, block, 0, s>>>(p); break;
-    case 2: AttendKernel<T, D, 2><<<grid, block, 0, s>>>(p); break;
-    default: AttendKernel<T, D, 1><<<grid, block, 0, s>>>(p); break;
+    case 8:
+      AttendKernel<T, D, 8><<<grid, block, 0, s>>>(p);
+      break;
+    case 4:
+      AttendKernel<T, D, 4><<<grid, block, 0, s>>>(p);
+      break;
+    case 2:
+      AttendKernel<T, D, 2><<<grid, block, 0, s>>>(p);
+      break;
+    default:
+      AttendKernel<T, D, 1><<<grid, block, 0, s>>>(p);
+      break;
   }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (p.chunks > 1) {

@@ -42,8 +42,8 @@ class Scratch {
       cudaGetLastError();
       base_ = nullptr;
       return ResourceExhausted(std::string(op_) + ": cannot allocate " +
-                               std::to_string(256 + bytes) + " bytes of workspace: " +
-                               cudaGetErrorString(e));
+                               std::to_string(256 + bytes) +
+                               " bytes of workspace: " + cudaGetErrorString(e));
     }
     return CudaStatus(cudaMemsetAsync(base_, 0, sizeof(int), s_), op_);
   }
@@ -54,8 +54,8 @@ class Scratch {
   // (or a plain one, if the arrays changed since the kernels read them).
   Status Finish(const std::function<Status()>& host_check) {
     int flag = 0;
-    KERNELD_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(&flag, base_, sizeof(int), cudaMemcpyDeviceToHost, s_), op_));
+    KERNELD_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(&flag, base_, sizeof(int), cudaMemcpyDeviceToHost, s_), op_));
     KERNELD_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(s_), op_));
     if (flag == 0) return Status::Ok();
     Status st = host_check();

@@ -34,8 +34,8 @@ Status AppendPagedKvCache(KernelContext& ctx) {
   p.v_cache = static_cast<char*>(out[1]->raw());
   p.batch_indices = c.batch_indices;
   p.positions = c.positions;
-  p.kv = {c.kv_indptr, c.kv_indices, c.last_page_len, c.kv_total, c.max_pages,
-          static_cast<int>(c.page_size)};
+  p.kv = {c.kv_indptr, c.kv_indices, c.last_page_len,
+          c.kv_total,  c.max_pages,  static_cast<int>(c.page_size)};
   p.err = scratch.err();
   p.nnz = key.dim(0);
   p.batch = c.batch;

@@ -14,9 +14,9 @@
 namespace kerneld::cuda::append {
 
 struct AppendParams {
-  const char* key = nullptr;    // [nnz, hkv, row_bytes]
+  const char* key = nullptr;  // [nnz, hkv, row_bytes]
   const char* value = nullptr;
-  char* k_cache = nullptr;      // [max_pages, page_size, hkv, row_bytes]
+  char* k_cache = nullptr;  // [max_pages, page_size, hkv, row_bytes]
   char* v_cache = nullptr;
   const int32_t* batch_indices = nullptr;
   const int32_t* positions = nullptr;

@@ -19,8 +19,8 @@ Status BatchDecodePaged(KernelContext& ctx) {
   p.v = ctx.input("v_cache").raw();
   p.o = ctx.output("o").raw();
   p.lse = ctx.output("lse").ptr<float>();
-  p.kv = {c.kv_indptr, c.kv_indices, c.last_page_len, c.kv_total, c.max_pages,
-          static_cast<int>(c.page_size)};
+  p.kv = {c.kv_indptr, c.kv_indices, c.last_page_len,
+          c.kv_total,  c.max_pages,  static_cast<int>(c.page_size)};
   p.batch = c.batch;
   p.rows = q.dim(0);
   p.hq = static_cast<int>(q.dim(1));

@@ -14,12 +14,11 @@ Status MergeState(KernelContext& ctx) {
   const int64_t d = va.dim(-1);
   return DispatchFloatingCuda(va.dtype, "merge_state", [&](auto tag) {
     using T = decltype(tag);
-    return CudaStatus(
-        merge::MergeState<T>(va.ptr<T>(), ctx.input("s_a").ptr<float>(), ctx.input("v_b").ptr<T>(),
-                             ctx.input("s_b").ptr<float>(), ctx.output("v").ptr<T>(),
-                             ctx.output("s").ptr<float>(), rows, d, ctx.device.sm_count,
-                             StreamOf(ctx)),
-        "merge_state");
+    return CudaStatus(merge::MergeState<T>(va.ptr<T>(), ctx.input("s_a").ptr<float>(),
+                                           ctx.input("v_b").ptr<T>(), ctx.input("s_b").ptr<float>(),
+                                           ctx.output("v").ptr<T>(), ctx.output("s").ptr<float>(),
+                                           rows, d, ctx.device.sm_count, StreamOf(ctx)),
+                      "merge_state");
   });
 }
 

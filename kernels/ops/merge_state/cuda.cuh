@@ -43,8 +43,8 @@ cudaError_t MergeState(const T* va, const float* sa, const T* vb, const float* s
   if (rows == 0) return cudaSuccess;
   int64_t blocks = (rows + 7) / 8;
   if (blocks > 16 * int64_t{sm_count}) blocks = 16 * int64_t{sm_count};
-  MergeStateKernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(va, sa, vb, sb, v, s,
-                                                                         rows, d);
+  MergeStateKernel<T>
+      <<<static_cast<unsigned>(blocks), 256, 0, stream>>>(va, sa, vb, sb, v, s, rows, d);
   return cudaGetLastError();
 }
 
