@@ -126,6 +126,46 @@ double MedianMs(cudaStream_t s, int reps, void* flush, size_t flush_bytes, F&& f
   return ms[ms.size() / 2];
 }
 
+// One op's call on device memory it owns: the bench fills the inputs'
+// views, PrepareCall (kerneld/call.h, the path the server and the test
+// harness take) validates them and lays the outputs out.
+struct DeviceCall {
+  KernelContext ctx;
+  std::vector<void*> allocs;
+  DeviceCall(const DeviceInfo& dev, cudaStream_t s) {
+    ctx.device = dev;
+    ctx.stream = s;
+  }
+  ~DeviceCall() {
+    for (void* p : allocs) cudaFree(p);
+  }
+  DeviceCall(const DeviceCall&) = delete;
+  DeviceCall& operator=(const DeviceCall&) = delete;
+  void* Alloc(int64_t bytes) {
+    void* p = nullptr;
+    CK(cudaMalloc(&p, static_cast<size_t>(bytes)));
+    allocs.push_back(p);
+    return p;
+  }
+  // Input `i`: `dt` and `shape`, on the device, random in [lo, hi) from
+  // `seed` (integers: i % 8192).
+  void Input(size_t i, DType dt, const Shape& shape, float lo, float hi, uint32_t seed) {
+    if (ctx.inputs.size() <= i) ctx.inputs.resize(i + 1);
+    TensorView& v = ctx.inputs[i];
+    v.device = ctx.device.device;
+    v.dtype = dt;
+    v.shape = shape;
+    v.data = Alloc(v.nbytes());
+    Fill<<<1024, 256, 0, static_cast<cudaStream_t>(ctx.stream)>>>(
+        v.data, v.numel(), static_cast<int>(dt), seed, lo, hi, 8192);
+    CK(cudaGetLastError());
+  }
+  Status Prepare(const OpDef& op, const AttrMap& attrs) {
+    return PrepareCall(
+        op, attrs, "", [this](const OutputSpec&, int64_t n) { return Alloc(n); }, &ctx);
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,13 +237,15 @@ int main(int argc, char** argv) {
   }
   CK(cudaMalloc(&g_sink, sizeof(unsigned)));
 
-  std::vector<ShapeSet> shapes = {{"decode", 16, 4096}, {"mid", 4096, 4096}, {"large", 32768, 8192}};
+  std::vector<ShapeSet> shapes = {
+      {"decode", 16, 4096}, {"mid", 4096, 4096}, {"large", 32768, 8192}};
   for (const std::string& e : extra_shapes) {
     long long r = 0, h = 0;
     const size_t eq = e.find('=');
-    if (eq == std::string::npos || std::sscanf(e.c_str() + eq + 1, "%lldx%lld", &r, &h) != 2 || r <= 0 ||
-        h <= 0) {
-      std::fprintf(stderr, "kernel_bench: --extra-shapes wants NAME=ROWSxHIDDEN, got '%s'\n", e.c_str());
+    if (eq == std::string::npos || std::sscanf(e.c_str() + eq + 1, "%lldx%lld", &r, &h) != 2 ||
+        r <= 0 || h <= 0) {
+      std::fprintf(stderr, "kernel_bench: --extra-shapes wants NAME=ROWSxHIDDEN, got '%s'\n",
+                   e.c_str());
       return 2;
     }
     shapes.push_back({e.substr(0, eq), r, h});
@@ -225,58 +267,38 @@ int main(int argc, char** argv) {
     // --extra-shapes entry already names.
     std::vector<ShapeSet> op_shapes = shapes;
     for (const BenchSpec::Problem& p : op->bench.extra)
-      if (std::none_of(shapes.begin(), shapes.end(), [&](const ShapeSet& s) { return s.name == p.name; }))
+      if (std::none_of(shapes.begin(), shapes.end(),
+                       [&](const ShapeSet& s) { return s.name == p.name; }))
         op_shapes.push_back({p.name, p.rows, p.hidden});
     for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
       if (skip_dtype(dt)) continue;
       for (const ShapeSet& ss : op_shapes) {
         if (!only_shapes.empty() && !only_shapes.count(ss.name)) continue;
-        KernelContext ctx;
-        ctx.device = dev;
-        ctx.stream = s;
-        if (!PrepareAttrs(*op, op->bench.attrs, &ctx).ok()) continue;
         auto shp = op->bench.shapes(ss.rows, ss.hidden);
-        std::vector<void*> allocs;
-        ctx.inputs.resize(op->inputs.size());
-        bool skip = false;
-        for (size_t i = 0; i < op->inputs.size(); ++i) {
-          const InputDef& in = op->inputs[i];
-          TensorView& v = ctx.inputs[i];
-          v.device = dev.device;
-          v.dtype = in.dtypes.Contains(dt) ? dt : DType::kInvalid;
-          if (v.dtype == DType::kInvalid)
-            in.dtypes.ForEach([&](DType d) {
-              if (v.dtype == DType::kInvalid) v.dtype = d;
-            });
-          if (!shp.count(in.name)) {
-            skip = true;
-            break;
-          }
-          v.shape = shp[in.name];
-          CK(cudaMalloc(&v.data, static_cast<size_t>(v.nbytes())));
-          allocs.push_back(v.data);
-          float lo = static_cast<float>(op->bench.lo), hi = static_cast<float>(op->bench.hi);
-          if (op->bench.range_per_hidden)
-            lo /= static_cast<float>(ss.hidden), hi /= static_cast<float>(ss.hidden);
-          Fill<<<1024, 256, 0, s>>>(v.data, v.numel(), static_cast<int>(v.dtype),
-                                    static_cast<uint32_t>(i + 1), lo, hi, 8192);
-          CK(cudaGetLastError());
-        }
-        if (skip || ctx.inputs[0].dtype != dt) {
-          for (void* p : allocs) cudaFree(p);
+        if (std::any_of(op->inputs.begin(), op->inputs.end(),
+                        [&](const InputDef& in) { return !shp.count(in.name); }))
           continue;
-        }
-        std::vector<OutputSpec> specs;
-        const auto alloc = [&](const OutputSpec&, int64_t n) {
-          void* p = nullptr;
-          CK(cudaMalloc(&p, static_cast<size_t>(n)));
-          allocs.push_back(p);
-          return p;
+        // Each input in dt where its schema takes it, else in its first dtype.
+        auto dtype_of = [&](const InputDef& in) {
+          DType d = in.dtypes.Contains(dt) ? dt : DType::kInvalid;
+          if (d == DType::kInvalid)
+            in.dtypes.ForEach([&](DType x) {
+              if (d == DType::kInvalid) d = x;
+            });
+          return d;
         };
-        if (!PrepareInputs(ctx, &specs).ok() || !LayOutOutputs(specs, "", alloc, &ctx).ok()) {
+        if (op->inputs.empty() || dtype_of(op->inputs[0]) != dt) continue;
+        DeviceCall call(dev, s);
+        KernelContext& ctx = call.ctx;
+        float lo = static_cast<float>(op->bench.lo), hi = static_cast<float>(op->bench.hi);
+        if (op->bench.range_per_hidden)
+          lo /= static_cast<float>(ss.hidden), hi /= static_cast<float>(ss.hidden);
+        for (size_t i = 0; i < op->inputs.size(); ++i)
+          call.Input(i, dtype_of(op->inputs[i]), shp[op->inputs[i].name], lo, hi,
+                     static_cast<uint32_t>(i + 1));
+        if (!call.Prepare(*op, op->bench.attrs).ok()) {
           std::printf("%-22s %-9s %-7s skipped: inputs do not validate\n", op->name.c_str(),
                       std::string(DTypeName(dt)).c_str(), ss.name.c_str());
-          for (void* p : allocs) cudaFree(p);
           continue;
         }
         int64_t bytes = 0;
@@ -302,21 +324,24 @@ int main(int argc, char** argv) {
           CK(cudaStreamSynchronize(s));
           const double gbs = static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
           std::printf("%-22s %-9s %-7s %-8s %10.1f %10.0f %10.0f %8.2f%s\n", op->name.c_str(),
-                      std::string(DTypeName(dt)).c_str(), ss.name.c_str(), impl.backend.c_str(), ms * 1e3,
-                      gbs, copy_gbs, gbs / copy_gbs, failed ? "  (impl returned an error)" : "");
+                      std::string(DTypeName(dt)).c_str(), ss.name.c_str(), impl.backend.c_str(),
+                      ms * 1e3, gbs, copy_gbs, gbs / copy_gbs,
+                      failed ? "  (impl returned an error)" : "");
           std::string ins, attrs;
           for (size_t i = 0; i < op->inputs.size(); ++i)
-            ins += (i ? "," : "") + std::string("\"") + op->inputs[i].name + "\":" + dims(ctx.inputs[i].shape);
+            ins += (i ? "," : "") + std::string("\"") + op->inputs[i].name +
+                   "\":" + dims(ctx.inputs[i].shape);
           for (const auto& [name, v] : op->bench.attrs)
             if (const double* f = std::get_if<double>(&v))
-              attrs += (attrs.empty() ? "" : ",") + std::string("\"") + name + "\":" + std::to_string(*f);
+              attrs += (attrs.empty() ? "" : ",") + std::string("\"") + name +
+                       "\":" + std::to_string(*f);
           char num[96];
           std::snprintf(num, sizeof num, "\"us\":%.4f,\"copy_us\":%.4f", ms * 1e3, copy_ms * 1e3);
-          json += std::string(json.size() > 1 ? ",\n" : "\n") + "{\"op\":\"" + op->name + "\",\"dtype\":\"" +
-                  std::string(DTypeName(dt)) + "\",\"shape\":\"" + ss.name + "\",\"impl\":\"" + impl.backend +
-                  "\"," + num + ",\"inputs\":{" + ins + "},\"attrs\":{" + attrs + "}}";
+          json += std::string(json.size() > 1 ? ",\n" : "\n") + "{\"op\":\"" + op->name +
+                  "\",\"dtype\":\"" + std::string(DTypeName(dt)) + "\",\"shape\":\"" + ss.name +
+                  "\",\"impl\":\"" + impl.backend + "\"," + num + ",\"inputs\":{" + ins +
+                  "},\"attrs\":{" + attrs + "}}";
         }
-        for (void* p : allocs) cudaFree(p);
       }
     }
   }
@@ -349,34 +374,16 @@ int main(int argc, char** argv) {
     for (G g : shapes) {
       for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
         if (skip_dtype(dt)) continue;
-        KernelContext ctx;
-        ctx.device = dev;
-        ctx.stream = s;
-        if (!PrepareAttrs(*gemm, {{"transpose_b", g.tb}}, &ctx).ok()) continue;
-        TensorView a, b;
-        a.device = b.device = dev.device;
-        a.dtype = b.dtype = dt;
-        a.shape = {g.m, g.k};
-        b.shape = g.tb ? Shape{g.n, g.k} : Shape{g.k, g.n};
-        CK(cudaMalloc(&a.data, static_cast<size_t>(a.nbytes())));
-        CK(cudaMalloc(&b.data, static_cast<size_t>(b.nbytes())));
-        Fill<<<1024, 256, 0, s>>>(a.data, a.numel(), static_cast<int>(dt), 11, -1, 1, 1);
-        Fill<<<1024, 256, 0, s>>>(b.data, b.numel(), static_cast<int>(dt), 12, -1, 1, 1);
-        ctx.inputs = {a, b};
-        std::vector<OutputSpec> specs;
-        const auto alloc = [&](const OutputSpec&, int64_t n) {
-          void* p = nullptr;
-          CK(cudaMalloc(&p, static_cast<size_t>(n)));
-          return p;
-        };
-        if (!PrepareInputs(ctx, &specs).ok() || !LayOutOutputs(specs, "", alloc, &ctx).ok()) {
+        DeviceCall call(dev, s);
+        KernelContext& ctx = call.ctx;
+        call.Input(0, dt, {g.m, g.k}, -1, 1, 11);
+        call.Input(1, dt, g.tb ? Shape{g.n, g.k} : Shape{g.k, g.n}, -1, 1, 12);
+        if (!call.Prepare(*gemm, {{"transpose_b", g.tb}}).ok()) {
           std::printf("gemm: %lldx%lldx%lld does not validate\n", static_cast<long long>(g.m),
                       static_cast<long long>(g.n), static_cast<long long>(g.k));
-          cudaFree(a.data);
-          cudaFree(b.data);
           continue;
         }
-        const TensorView& c = ctx.outputs[0];
+        const TensorView &a = ctx.inputs[0], &b = ctx.inputs[1], &c = ctx.outputs[0];
         std::map<std::string, double> ms;
         for (const ImplDef& impl : gemm->impls) {
           if (impl.requires_.device_kind != DeviceKind::kCuda) continue;
@@ -412,9 +419,6 @@ int main(int argc, char** argv) {
           if (read_ms > 0) std::printf("  vs read(b) %.1f us: %.2f", read_ms * 1e3, read_ms / t);
           std::printf("\n");
         }
-        cudaFree(a.data);
-        cudaFree(b.data);
-        cudaFree(c.data);
       }
     }
   }

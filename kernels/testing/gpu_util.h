@@ -1,11 +1,16 @@
-// GPU test helpers: run an op's CUDA implementation on host tensors (copied
-// to device memory, outputs poisoned with 0xff = NaN), and a main() that
+// GPU test helpers: run an op's CUDA implementation on host tensors through
+// the one harness (op_runner.h, RunOp; copied to device memory, outputs
+// poisoned with 0xff = NaN), and a main() that
 // skips the whole binary (exit 77, ctest SKIP_RETURN_CODE) when no GPU is
 // present, with a message saying so.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "op_runner.h"
 
@@ -35,75 +40,59 @@ inline DeviceInfo GpuInfo(int dev = 0) {
   return d;
 }
 
-// Like RunOnCpu, but with `backend`'s CUDA implementation on device 0.
-// `misalign` shifts every tensor by that many bytes from a 256-byte boundary.
+// A GPU's memory and a stream of its own for RunOp (device `info`, by
+// default device 0 as it is). `misalign` shifts every tensor by that many
+// bytes from a 256-byte boundary.
+class CudaTarget : public RunTarget {
+ public:
+  explicit CudaTarget(size_t misalign = 0, DeviceInfo info = GpuInfo())
+      : misalign_(misalign), info_(std::move(info)) {
+    cudaSetDevice(info_.device.index);
+    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  }
+  ~CudaTarget() override {
+    for (void* p : allocs_) cudaFree(p);
+    cudaStreamDestroy(stream_);
+  }
+  void Bind(KernelContext* ctx) override {
+    ctx->device = info_;
+    ctx->stream = stream_;
+  }
+  void* Alloc(size_t bytes, DType, const std::string* init) override {
+    void* p = nullptr;
+    cudaMalloc(&p, bytes + 512);
+    allocs_.push_back(p);
+    char* d = static_cast<char*>(p) + misalign_;
+    if (init != nullptr)
+      cudaMemcpy(d, init->data(), bytes, cudaMemcpyHostToDevice);
+    else
+      cudaMemset(d, 0xff, bytes);  // NaN
+    return d;
+  }
+  Status Finish() override {
+    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
+      return Internal(std::string("cuda: ") + cudaGetErrorString(e));
+    return Status::Ok();
+  }
+  std::string Read(const TensorView& v) override {
+    std::string bytes(static_cast<size_t>(v.nbytes()), '\0');
+    cudaMemcpy(bytes.data(), v.raw(), bytes.size(), cudaMemcpyDeviceToHost);
+    return bytes;
+  }
+
+ private:
+  size_t misalign_;
+  DeviceInfo info_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> allocs_;
+};
+
+// RunOp with `backend`'s CUDA implementation on device 0.
 inline OpRun RunOnCuda(const std::string& op_name, const HostTensors& inputs, const AttrMap& attrs,
                        const std::string& backend = "cuda", const std::string& alias = "",
                        size_t misalign = 0) {
-  OpRun r;
-  const OpDef* op = OpRegistry::Global().Find(op_name);
-  if (!op) return {NotFound("no op " + op_name), {}};
-  const ImplDef* impl = op->FindImpl(backend);
-  if (!impl) return {NotFound(op_name + " has no " + backend + " impl"), {}};
-  KernelContext ctx;
-  ctx.device = GpuInfo();
-  cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  ctx.stream = stream;
-  r.status = PrepareAttrs(*op, attrs, &ctx);
-  if (!r.status.ok()) return r;
-  std::vector<void*> allocs;
-  auto dev_alloc = [&](size_t n) {
-    void* p = nullptr;
-    cudaMalloc(&p, n + 512);
-    allocs.push_back(p);
-    return static_cast<char*>(p) + misalign;
-  };
-  ctx.inputs.resize(op->inputs.size());
-  for (size_t i = 0; i < op->inputs.size(); ++i) {
-    auto it = inputs.find(op->inputs[i].name);
-    if (it == inputs.end()) continue;
-    std::string bytes = Encode(it->second.dtype, it->second.values);
-    char* d = dev_alloc(bytes.size());
-    cudaMemcpy(d, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
-    TensorView& v = ctx.inputs[i];
-    v.data = d;
-    v.device = ctx.device.device;
-    v.dtype = it->second.dtype;
-    v.shape = it->second.shape;
-  }
-  std::vector<OutputSpec> specs;
-  r.status = PrepareInputs(ctx, &specs);
-  if (r.status.ok())
-    r.status = LayOutOutputs(
-        specs, alias,
-        [&](const OutputSpec&, int64_t bytes) {
-          void* p = dev_alloc(static_cast<size_t>(bytes));
-          cudaMemset(p, 0xff, static_cast<size_t>(bytes));
-          return p;
-        },
-        &ctx);
-  if (r.status.ok()) {
-    r.status = Call(*impl, ctx);
-    cudaError_t e = cudaStreamSynchronize(stream);
-    if (r.status.ok() && e != cudaSuccess)
-      r.status = Internal(std::string("cuda: ") + cudaGetErrorString(e));
-  }
-  if (r.status.ok()) {
-    for (size_t i = 0; i < op->outputs.size(); ++i) {
-      const TensorView& v = ctx.outputs[i];
-      std::string bytes(static_cast<size_t>(v.nbytes()), '\0');
-      cudaMemcpy(bytes.data(), v.raw(), bytes.size(), cudaMemcpyDeviceToHost);
-      HostTensor t;
-      t.dtype = v.dtype;
-      t.shape = v.shape;
-      Decode(v.dtype, bytes, &t.values);
-      r.outputs[op->outputs[i].name] = std::move(t);
-    }
-  }
-  for (void* p : allocs) cudaFree(p);
-  cudaStreamDestroy(stream);
-  return r;
+  CudaTarget gpu(misalign);
+  return RunOp(op_name, backend, inputs, attrs, gpu, alias);
 }
 
 }  // namespace kerneld::testing

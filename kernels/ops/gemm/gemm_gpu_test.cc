@@ -14,17 +14,17 @@
 #include <thread>
 #include <tuple>
 
+#include "gpu_util.h"
 #include "ops/gemm/cublas.h"
 #include "ops/gemm/gemm_decode.cuh"
-#include "gpu_util.h"
 
 namespace kerneld::testing {
 namespace {
 
 HostTensors GemmInputs(DType dt, int64_t m, int64_t n, int64_t k, bool tb, std::mt19937_64& rng) {
-  return {{"a", Random(dt, {m, k}, rng, -1, 1)},
-          {"b", Random(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
-                               rng, -1, 1)}};
+  return {
+      {"a", Random(dt, {m, k}, rng, -1, 1)},
+      {"b", Random(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng, -1, 1)}};
 }
 
 void ExpectClose(const HostTensors& in, const AttrMap& attrs, const OpRun& gpu, DType dt,
@@ -118,53 +118,10 @@ TEST(GemmGpu, DecodeBenchmarkShapes) {
 // (tensor cores from 8.0, FMA before). This runs it as if on a 7.5 device to
 // cover the FMA kernel for half types on the machine at hand.
 OpRun RunDecodeAsOlderGpu(const HostTensors& in, const AttrMap& attrs) {
-  OpRun r;
-  const OpDef* op = OpRegistry::Global().Find("gemm");
-  KernelContext ctx;
-  ctx.device = GpuInfo();
-  ctx.device.compute_capability = 75;
-  r.status = PrepareAttrs(*op, attrs, &ctx);
-  if (!r.status.ok()) return r;
-  std::vector<void*> allocs;
-  auto upload = [&](const HostTensor& h) {
-    TensorView v;
-    std::string bytes = Encode(h.dtype, h.values);
-    cudaMalloc(&v.data, bytes.size() + 16);
-    allocs.push_back(v.data);
-    cudaMemcpy(v.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
-    v.device = ctx.device.device;
-    v.dtype = h.dtype;
-    v.shape = h.shape;
-    return v;
-  };
-  ctx.inputs = {upload(in.at("a")), upload(in.at("b"))};
-  std::vector<OutputSpec> specs;
-  r.status = PrepareInputs(ctx, &specs);
-  if (r.status.ok())
-    r.status = LayOutOutputs(specs, "",
-                             [&](const OutputSpec&, int64_t bytes) {
-                               void* p = nullptr;
-                               cudaMalloc(&p, static_cast<size_t>(bytes) + 16);
-                               allocs.push_back(p);
-                               cudaMemset(p, 0xff, static_cast<size_t>(bytes));  // NaN
-                               return p;
-                             },
-                             &ctx);
-  if (r.status.ok()) {
-    r.status = Call(*op->FindImpl("cuda"), ctx);
-    if (cudaError_t e = cudaDeviceSynchronize(); r.status.ok() && e != cudaSuccess)
-      r.status = Internal(cudaGetErrorString(e));
-  }
-  if (r.status.ok()) {
-    const TensorView& v = ctx.outputs[0];
-    std::string bytes(static_cast<size_t>(v.nbytes()), '\0');
-    cudaMemcpy(bytes.data(), v.data, bytes.size(), cudaMemcpyDeviceToHost);
-    HostTensor t{v.dtype, v.shape, {}};
-    Decode(v.dtype, bytes, &t.values);
-    r.outputs["c"] = std::move(t);
-  }
-  for (void* p : allocs) cudaFree(p);
-  return r;
+  DeviceInfo older = GpuInfo();
+  older.compute_capability = 75;
+  CudaTarget gpu(/*misalign=*/0, older);
+  return RunOp("gemm", "cuda", in, attrs, gpu);
 }
 
 TEST(GemmGpu, FmaKernelForHalfTypesOnOlderGpus) {
