@@ -14,8 +14,6 @@ std::string Requirements::Describe() const {
     s += ", compute capability <= " + cc(max_compute_capability);
   if (!(dtypes == DTypeSet::All())) s += ", dtypes " + dtypes.ToString();
   if (alignment > 1) s += ", " + std::to_string(alignment) + "-byte aligned";
-  if (max_elements != std::numeric_limits<int64_t>::max())
-    s += ", at most " + std::to_string(max_elements) + " elements";
   if (!predicate_doc.empty()) s += ", " + predicate_doc;
   return s;
 }
@@ -62,9 +60,6 @@ std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx,
     if (alignment > 1 && align_of(t) < alignment)
       return what() + " is " + std::to_string(align_of(t)) + "-byte aligned; needs " +
              std::to_string(alignment);
-    if (t.numel() > max_elements)
-      return what() + " has " + std::to_string(t.numel()) + " elements; at most " +
-             std::to_string(max_elements);
     return std::nullopt;
   };
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
@@ -72,7 +67,7 @@ std::optional<std::string> Requirements::RejectRequest(const KernelContext& ctx,
     if (auto r = check(ctx.inputs[i], i)) return r;
   }
   // Output dtypes may differ from inputs (softmax -> float32); only check
-  // alignment and size on them.
+  // alignment on them.
   for (size_t i = 0; i < ctx.outputs.size(); ++i) {
     const TensorView& t = ctx.outputs[i];
     if (t.data == nullptr) continue;

@@ -2,7 +2,7 @@
 //
 // Eligibility: an impl is a candidate on a device when its Requirements
 // accept the device (kind, compute capability, health) and the request
-// (dtypes, alignment, size, predicate). Ranking: an explicit backend wins;
+// (dtypes, alignment, predicate). Ranking: an explicit backend wins;
 // otherwise the highest priority for this request (ImplDef::PriorityFor: the
 // static one, or a per-request one where an impl was measured faster).
 // Placement: an explicit device; else where the data lives; else the least

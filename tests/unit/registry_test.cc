@@ -42,8 +42,9 @@ TEST(Registry, RejectsDuplicates) {
   Status st = r.Register(NormLike());
   EXPECT_EQ(st.code(), StatusCode::kAlreadyExists);
   OpDef two("two");
-  two.Impl("cpu", [](KernelContext&) { return Status::Ok(); })
-      .Impl("cpu", [](KernelContext&) { return Status::Ok(); });
+  two.Impl("cpu", [](KernelContext&) { return Status::Ok(); }).Impl("cpu", [](KernelContext&) {
+    return Status::Ok();
+  });
   EXPECT_EQ(r.Register(std::move(two)).code(), StatusCode::kAlreadyExists);
 }
 
@@ -58,7 +59,8 @@ TEST(Validation, DTypeMessageNamesAllowedTypes) {
 TEST(Validation, SymbolicDimMismatchNamesTheDim) {
   OpDef op = NormLike();
   ShapeBindings b;
-  Status st = ValidateInputs(op, {View(DType::kFloat32, {2, 4096}), View(DType::kFloat32, {4095})}, {}, &b);
+  Status st =
+      ValidateInputs(op, {View(DType::kFloat32, {2, 4096}), View(DType::kFloat32, {4095})}, {}, &b);
   EXPECT_EQ(st.message(), "norm: 'weight' dim 0 ('hidden_size'): expected 4096, got 4095");
 }
 
@@ -73,7 +75,8 @@ TEST(Validation, MisalignedViewIsRefused) {
   w.data = storage;
   Status st = ValidateInputs(op, {x, w}, {}, &b);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("not a multiple of its float32 size (4 bytes)"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("not a multiple of its float32 size (4 bytes)"), std::string::npos)
+      << st.message();
   x.data = reinterpret_cast<char*>(storage) + 4;  // aligned to the element, not to 16: fine
   EXPECT_TRUE(ValidateInputs(op, {x, w}, {}, &b).ok());
 }
@@ -82,8 +85,8 @@ TEST(Validation, MisalignedViewIsRefused) {
 TEST(Validation, CheckedSizes) {
   OpDef op = NormLike();
   ShapeBindings b;
-  Status st = ValidateInputs(op, {View(DType::kFloat32, {int64_t{1} << 40, 4096}), View(DType::kFloat32, {4096})},
-                             {}, &b);
+  Status st = ValidateInputs(
+      op, {View(DType::kFloat32, {int64_t{1} << 40, 4096}), View(DType::kFloat32, {4096})}, {}, &b);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("larger than any tensor"), std::string::npos) << st.message();
   EXPECT_EQ(CheckedNumel({int64_t{1} << 32, int64_t{1} << 32}), std::nullopt);
@@ -94,7 +97,8 @@ TEST(Validation, CheckedSizes) {
   EXPECT_EQ(HumanBytes(int64_t{4} << 40), "4 TiB");
   EXPECT_EQ(Quote(std::string(200, 'a')).size(), 1 + 128 + std::string("…").size() + 1);
   EXPECT_EQ(Quote("a\nb\x01"), "'a\\nb\\x01'");
-  EXPECT_LE(Status(StatusCode::kInternal, std::string(100000, 'x')).message().size(), kMaxStatusMessage + 32);
+  EXPECT_LE(Status(StatusCode::kInternal, std::string(100000, 'x')).message().size(),
+            kMaxStatusMessage + 32);
 }
 
 TEST(Validation, RankAndMissingAndSameDType) {
@@ -126,7 +130,8 @@ TEST(Validation, PatternsWithCoefficientsAndEllipsis) {
   ShapeBindings b3;
   EXPECT_TRUE(MatchShape("n", "'x'", ShapePattern::Parse("[..., h]"), {4, 5, 6}, &b3).ok());
   st = MatchShape("n", "'r'", ShapePattern::Parse("[..., h]"), {4, 4, 6}, &b3);
-  EXPECT_NE(st.message().find("leading dims [4, 4] must equal the other inputs' [4, 5]"), std::string::npos)
+  EXPECT_NE(st.message().find("leading dims [4, 4] must equal the other inputs' [4, 5]"),
+            std::string::npos)
       << st.message();
 }
 
@@ -157,6 +162,44 @@ TEST(Requirements, DeviceAndRequestRejections) {
   a100.compute_capability = 90;
   EXPECT_FALSE(r.RejectDevice(a100).has_value());
   EXPECT_EQ(r.Describe(), "cuda, compute capability >= 8.9");
+}
+
+// dtypes and alignment refuse a request (the attention CUDA impls set
+// them); a host view is judged as staged on a GPU, 256-byte aligned.
+TEST(Requirements, RequestRejections) {
+  OpDef op = NormLike();
+  Requirements r = Requirements::Cuda(80);
+  r.dtypes = {DType::kFloat16, DType::kBFloat16};
+  r.alignment = 16;
+  EXPECT_EQ(r.Describe(),
+            "cuda, compute capability >= 8.0, dtypes {float16, bfloat16}, "
+            "16-byte aligned");
+  alignas(256) static char mem[1024];
+  KernelContext ctx;
+  ctx.op = &op;
+  ctx.inputs = {View(DType::kFloat16, {2, 8}), View(DType::kFloat16, {8})};
+  ctx.inputs[0].data = mem;
+  ctx.inputs[1].data = mem + 256;
+  ctx.inputs[0].device = ctx.inputs[1].device = Device::Cuda(0);
+  EXPECT_EQ(r.RejectRequest(ctx), std::nullopt);
+  ctx.inputs[1].data = mem + 258;
+  EXPECT_EQ(r.RejectRequest(ctx).value_or(""), "input 'weight' is 2-byte aligned; needs 16");
+  DeviceInfo gpu;
+  gpu.device = Device::Cuda(0);
+  gpu.compute_capability = 90;
+  ctx.inputs[1].device = Device::Cpu();  // staged on the GPU: fresh, aligned memory
+  EXPECT_EQ(r.RejectRequest(ctx, &gpu), std::nullopt);
+  EXPECT_EQ(r.RejectRequest(ctx).value_or(""), "input 'weight' is 2-byte aligned; needs 16");
+  ctx.inputs[1].data = mem + 256;
+  ctx.outputs = {View(DType::kFloat32, {2, 8})};  // an output's dtype is not checked
+  ctx.outputs[0].data = mem + 512 + 4;
+  ctx.outputs[0].device = Device::Cuda(0);
+  EXPECT_EQ(r.RejectRequest(ctx).value_or(""), "output 'y' is 4-byte aligned; needs 16");
+  ctx.outputs[0].data = mem + 512;
+  EXPECT_EQ(r.RejectRequest(ctx), std::nullopt);
+  ctx.inputs[0].dtype = DType::kFloat32;
+  EXPECT_EQ(r.RejectRequest(ctx).value_or(""),
+            "input 'x' dtype float32 not in {float16, bfloat16}");
 }
 
 // The scheduler's success path asks AcceptsDevice; it must agree with

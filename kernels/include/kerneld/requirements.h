@@ -20,9 +20,10 @@ struct Requirements {
   DeviceKind device_kind = DeviceKind::kCpu;
   int min_compute_capability = 0;
   int max_compute_capability = std::numeric_limits<int>::max();
+  // Every input's dtype (outputs may differ), and the alignment in bytes of
+  // every tensor's first element: a request outside them runs elsewhere.
   DTypeSet dtypes = DTypeSet::All();
-  int alignment = 1;  // bytes, every tensor's first element
-  int64_t max_elements = std::numeric_limits<int64_t>::max();  // per tensor
+  int alignment = 1;
   // Extra predicate over the request: returns a reason when it cannot run it.
   std::function<std::optional<std::string>(const KernelContext&)> predicate;
   std::string predicate_doc;
