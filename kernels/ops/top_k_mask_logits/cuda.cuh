@@ -150,7 +150,6 @@ __device__ __forceinline__ uint32_t BinScan(uint32_t v, uint32_t* scan) {
 // on every lane of a warp) and gets the same answer. 0 < k < the row's count.
 template <int kBits, typename Each>
 __device__ uint32_t SelectCut(Each each, int64_t k, SelectShared& sh, int c) {
-  const unsigned lane = threadIdx.x & 31u;
   const int tid = static_cast<int>(threadIdx.x);
   uint32_t prefix = 0, rest = static_cast<uint32_t>(k);
 #pragma unroll 1
@@ -162,20 +161,20 @@ __device__ uint32_t SelectCut(Each each, int64_t k, SelectShared& sh, int c) {
     for (int i = tid; i < 256; i += static_cast<int>(blockDim.x)) h[i] = 0;
     __syncthreads();
     each([&](uint32_t key, bool valid) {
-      const bool in = valid && (key & high) == prefix;
-      const unsigned any = __ballot_sync(0xffffffffu, in);
-      if (!any) return;
-      const uint32_t bin = (key >> shift) & 0xffu;
-      const unsigned peers = __match_any_sync(0xffffffffu, in ? bin : 256u + lane);
-      if (in && lane == static_cast<unsigned>(__ffs(peers) - 1)) atomicAdd(&h[bin], __popc(peers));
+      if (valid && (key & high) == prefix) atomicAdd(&h[(key >> shift) & 0xffu], 1u);
     });
     __syncthreads();
     ClusterSync(c);  // every block's histogram is complete
     // Thread t counts bin 255 - t over the cluster (the same order in every
     // block: the same sums), then scans: incl = keys in bins >= that bin.
+    // The c loads are independent: unrolled to kMaxCluster, they are all in
+    // flight at once instead of one remote round trip after another.
     uint32_t count = 0;
-    if (tid < 256)
-      for (int r = 0; r < c; ++r) count += PeerShared(h, c, r)[255 - tid];
+    if (tid < 256) {
+#pragma unroll
+      for (int r = 0; r < kMaxCluster; ++r)
+        if (r < c) count += PeerShared(h, c, r)[255 - tid];
+    }
     const uint32_t incl = BinScan(count, sh.scan);
     if (tid < 256 && incl >= rest && incl - count < rest) {
       sh.digit = 255u - static_cast<uint32_t>(tid);
@@ -200,7 +199,9 @@ __device__ __forceinline__ float RowSum(float v, SelectShared& sh, int c) {
   if (threadIdx.x == 0) sh.part = v;
   ClusterSync(c);
   float s = 0.0f;
-  for (int r = 0; r < c; ++r) s += *PeerShared(&sh.part, c, r);
+#pragma unroll
+  for (int r = 0; r < kMaxCluster; ++r)
+    if (r < c) s += *PeerShared(&sh.part, c, r);
   return s;
 }
 
@@ -230,8 +231,11 @@ __device__ __forceinline__ float InvMass(float s) { return s > 0.0f ? 1.0f / s :
 // packs [rank * chunk, (rank + 1) * chunk), cached as keys (kItems * N of
 // them a thread). Loads happen before any store, and each block stores only
 // its own packs: y may equal x.
+// Two blocks an SM for 2-byte types (at most 64 registers; a few spill at
+// 32 keys a thread): more warps to hide the histogram's shared-memory
+// atomics (64 x 128256 float16, H100, 2026-11-26: 55 -> 43 us).
 template <Mode kMode, typename T, int N, int kItems>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 2)
     TopKCachedKernel(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t vocab,
                      int64_t chunk, int c) {
   __shared__ SelectShared sh;
@@ -329,14 +333,17 @@ namespace detail {
 
 // Clusters of more than 8 blocks are opt-in per kernel and device; asked
 // once each (device ordinals below 64), with the kernel's PTX checked to be
-// sm_90+ (an older arch's code has no cluster barrier).
+// sm_90+ (an older arch's code has no cluster barrier). `ready` and
+// `failed` belong to one kernel: every instantiation of TopKCachedKernel
+// for a dtype has the same function type, so state kept per type would let
+// one kernel's opt-in stand for another's.
 template <typename Kernel>
-bool ClusterReady(Kernel kernel, int device, int c) {
-  static std::atomic<uint64_t> ready{0}, failed{0};
+bool ClusterReady(Kernel kernel, int device, int c, std::atomic<uint64_t>& ready,
+                  std::atomic<uint64_t>& failed) {
   if (device < 0 || device >= 64) return false;
   const uint64_t bit = uint64_t{1} << device;
+  if (failed.load(std::memory_order_acquire) & bit) return false;  // a refusal outranks
   if (ready.load(std::memory_order_acquire) & bit) return true;
-  if (failed.load(std::memory_order_acquire) & bit) return false;
   cudaFuncAttributes fa{};
   const bool ok =
       cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 &&
@@ -361,7 +368,11 @@ cudaError_t LaunchCached(const T* x, T* y, const void* top_k, int k64, int64_t k
     *launched = true;
     return cudaGetLastError();
   }
-  if (!ClusterReady(kernel, dev.index, c)) return cudaSuccess;
+  // Per kernel (this instantiation) and device; 16-block clusters apart,
+  // since only they need the opt-in.
+  static std::atomic<uint64_t> ready[2], failed[2];
+  const int wide = c > 8 ? 1 : 0;
+  if (!ClusterReady(kernel, dev.index, c, ready[wide], failed[wide])) return cudaSuccess;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(rows * c));
   cfg.blockDim = dim3(static_cast<unsigned>(plan.threads));
@@ -375,7 +386,12 @@ cudaError_t LaunchCached(const T* x, T* y, const void* top_k, int k64, int64_t k
   cfg.numAttrs = 1;
   if (cudaLaunchKernelEx(&cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
       cudaSuccess) {
-    (void)cudaGetLastError();  // refused (too few SMs free for the cluster): stream instead
+    // Refused: the device cannot place this cluster of this kernel (a
+    // 16-block cluster of blocks that each fill an SM's registers). The
+    // answer does not change, so the next call plans smaller at once.
+    (void)cudaGetLastError();
+    if (dev.index >= 0 && dev.index < 64)
+      failed[wide].fetch_or(uint64_t{1} << dev.index, std::memory_order_acq_rel);
     return cudaSuccess;
   }
   *launched = true;
@@ -383,18 +399,14 @@ cudaError_t LaunchCached(const T* x, T* y, const void* top_k, int k64, int64_t k
 }
 
 template <Mode kMode, typename T, int N>
-cudaError_t Launch(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t rows,
-                   int64_t vocab, const DeviceCaps& dev, cudaStream_t s) {
-  const Plan plan =
-      ChoosePlan(rows, vocab / N, N, dev, g_force_cluster.load(std::memory_order_relaxed));
-  bool launched = false;
-  cudaError_t e = cudaSuccess;
+cudaError_t LaunchPlan(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t rows,
+                       int64_t vocab, const Plan& plan, const DeviceCaps& dev, cudaStream_t s,
+                       bool* launched) {
   switch (plan.items) {
-#define KERNELD_TOP_K_CASE(I)                                                                    \
-  case I:                                                                                        \
-    e = LaunchCached<kMode, T, N, (I * N <= kMaxKeys ? I : 1)>(x, y, top_k, k64, k_stride, rows, \
-                                                               vocab, plan, dev, s, &launched);  \
-    break;
+#define KERNELD_TOP_K_CASE(I)                                      \
+  case I:                                                          \
+    return LaunchCached<kMode, T, N, (I * N <= kMaxKeys ? I : 1)>( \
+        x, y, top_k, k64, k_stride, rows, vocab, plan, dev, s, launched);
     KERNELD_TOP_K_CASE(1)
     KERNELD_TOP_K_CASE(2)
     KERNELD_TOP_K_CASE(4)
@@ -402,7 +414,25 @@ cudaError_t Launch(const T* x, T* y, const void* top_k, int k64, int64_t k_strid
     KERNELD_TOP_K_CASE(16)
 #undef KERNELD_TOP_K_CASE
     default:
-      break;
+      *launched = false;
+      return cudaSuccess;
+  }
+}
+
+template <Mode kMode, typename T, int N>
+cudaError_t Launch(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t rows,
+                   int64_t vocab, const DeviceCaps& dev, cudaStream_t s) {
+  const int force = g_force_cluster.load(std::memory_order_relaxed);
+  constexpr int kBytes = static_cast<int>(sizeof(T));
+  Plan plan = ChoosePlan(rows, vocab / N, N, dev, force, kMaxCluster, kBytes);
+  bool launched = false;
+  cudaError_t e =
+      LaunchPlan<kMode, T, N>(x, y, top_k, k64, k_stride, rows, vocab, plan, dev, s, &launched);
+  if (e == cudaSuccess && !launched && plan.cluster > 8) {
+    // A 16-block cluster needs 16 free SMs of one GPC: when the device
+    // cannot place one, the portable 8 still caches rows this long.
+    plan = ChoosePlan(rows, vocab / N, N, dev, force > 8 ? 8 : force, 8, kBytes);
+    e = LaunchPlan<kMode, T, N>(x, y, top_k, k64, k_stride, rows, vocab, plan, dev, s, &launched);
   }
   if (e != cudaSuccess || launched) return e;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 30));

@@ -52,7 +52,18 @@ inline int Pow2Ceil(int64_t v) {
 // idle, as softmax found (ops/softmax/plan.h). Clusters need sm_90; before
 // that a row that one block cannot cache streams.
 constexpr int64_t kSplitElements = 8192;
-inline Plan ChoosePlan(int64_t rows, int64_t units, int n, const DeviceCaps& dev, int force = -1) {
+// From this many rows on, a row gets the fewest blocks that cache it: the
+// rows alone fill the SMs, and every block more a row adds a round of
+// cluster barriers (64 x 32000, H100, 2026-11-26: 2 blocks a row 14-19 us,
+// 4 blocks 19-23 us, bench/labs/top_k_lab.cu).
+constexpr int64_t kManyRows = 48;
+// max_cluster: the largest cluster to plan (a launch refused at 16 blocks,
+// which needs every SM of a GPC free, plans again with the portable 8).
+// elem_bytes: 2-byte types take twice the elements a block, since their
+// kernel runs two blocks an SM (16 x 128256, H100, 2026-11-26: 8 blocks a
+// row 18.8 us, 16 blocks 22.6 us).
+inline Plan ChoosePlan(int64_t rows, int64_t units, int n, const DeviceCaps& dev, int force = -1,
+                       int max_cluster = kMaxCluster, int elem_bytes = 4) {
   Plan plan;
   if (force == 0 || rows <= 0) return plan;
   const int64_t sms = std::max(dev.sm_count, 1);
@@ -60,12 +71,12 @@ inline Plan ChoosePlan(int64_t rows, int64_t units, int n, const DeviceCaps& dev
   int c = 1;
   if (force > 0) {
     c = force;
-  } else if (clusters) {
+  } else if (clusters && rows < kManyRows) {
     const int64_t fill = (sms + 2 * rows - 1) / (2 * rows);
-    const int64_t split = std::max<int64_t>(1, kSplitElements / n);
-    c = std::min(kMaxCluster, std::max(Pow2Ceil((units + split - 1) / split), Pow2Ceil(fill)));
+    const int64_t split = std::max<int64_t>(1, kSplitElements * (elem_bytes == 2 ? 2 : 1) / n);
+    c = std::min(max_cluster, std::max(Pow2Ceil((units + split - 1) / split), Pow2Ceil(fill)));
   }
-  for (; c <= (clusters ? kMaxCluster : 1); c *= 2) {
+  for (; c <= (clusters ? max_cluster : 1); c *= 2) {
     if (rows > INT_MAX / c) break;
     const int64_t chunk = (units + c - 1) / c;
     for (int items = 1; items <= kMaxItems && items * n <= kMaxKeys; items *= 2) {

@@ -151,8 +151,16 @@ TEST(TopKMaskLogits, CudaPlanChooser) {
   EXPECT_EQ(ChoosePlan(1, 128256 / 4, 4, a100).cluster, 0);  // no clusters: streams
   EXPECT_EQ(ChoosePlan(1, 16384 / 4, 4, a100).cluster, 1);   // one block caches 16384
   EXPECT_EQ(ChoosePlan(1, 128256 / 4, 4, h100).cluster, 16);
-  EXPECT_EQ(ChoosePlan(64, 128256 / 4, 4, h100).cluster, 16);
-  EXPECT_EQ(ChoosePlan(64, 32000 / 4, 4, h100).cluster, 4);
+  // Many rows fill the SMs themselves: the fewest blocks that cache a row.
+  EXPECT_EQ(ChoosePlan(64, 128256 / 4, 4, h100).cluster, 8);
+  EXPECT_EQ(ChoosePlan(64, 32000 / 4, 4, h100).cluster, 2);
+  EXPECT_EQ(ChoosePlan(16, 32000 / 4, 4, h100).cluster, 8);
+  EXPECT_EQ(ChoosePlan(16, 128256 / 4, 4, h100).cluster, 16);
+  EXPECT_EQ(ChoosePlan(16, 128256 / 8, 8, h100, -1, 16, 2).cluster, 8);  // 2-byte: 2 blocks an SM
+  EXPECT_EQ(ChoosePlan(1, 128256 / 8, 8, h100, -1, 16, 2).cluster, 16);
+  // A refused 16-block cluster plans again within the portable 8.
+  EXPECT_EQ(ChoosePlan(1, 128256 / 8, 8, h100, -1, 8).cluster, 8);
+  EXPECT_EQ(ChoosePlan(1, 128256 / 8, 8, h100, -1, 8).items, 4);
   EXPECT_EQ(ChoosePlan(1000, 4096 / 8, 8, h100).cluster, 1);
   EXPECT_EQ(ChoosePlan(2, 1 << 20, 1, h100).cluster, 0);         // past 16 blocks: streams
   EXPECT_EQ(ChoosePlan(64, 128256 / 4, 4, h100, 0).cluster, 0);  // forced to stream
