@@ -14,9 +14,10 @@
 //    one cluster barrier a round and no global atomics.
 //  - streaming: one block a row, the row re-read (L2) every round; for rows
 //    no cluster caches (no sm_90, or past 16 blocks).
-// Histogram counts from a warp's lanes that share a bin are added once
-// (__match_any_sync): logits concentrate in a few exponents, and 32 lanes
-// on one shared-memory counter serialize.
+// Histogram counts are plain shared-memory atomics, one a key. Aggregating
+// a warp's lanes that share a bin first (__match_any_sync) made every key
+// wait on a shared-memory round trip and ran 2-3 x slower, though logits
+// bunch into a few exponent bins (bench/labs/top_k_lab.cu).
 //
 // Keys: the value's bits made order-keeping (a bijection: the cached keys
 // give the values back bit for bit), -0 compared as +0, NaN ranked by its
