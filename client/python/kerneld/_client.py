@@ -67,6 +67,7 @@ def _methods(channel):
                                                response_deserializer=pb.ExecuteResponse.FromString),
         "ListKernels": uu(_KS + "ListKernels", pb.ListKernelsRequest, pb.ListKernelsResponse),
         "GetServerInfo": uu(_KS + "GetServerInfo", pb.GetServerInfoRequest, pb.GetServerInfoResponse),
+        "ExecuteGraph": uu(_KS + "ExecuteGraph", pb.ExecuteGraphRequest, pb.ExecuteGraphResponse),
         "RegisterCudaIpcBuffer": uu(_BS + "RegisterCudaIpcBuffer", pb.RegisterCudaIpcBufferRequest,
                                     pb.RegisterCudaIpcBufferResponse),
         "RegisterSharedMemory": uu(_BS + "RegisterSharedMemory", pb.RegisterSharedMemoryRequest,
@@ -562,6 +563,11 @@ class Client(_Base):
             if plan is not None:
                 self._plans.put(pk[0], plan)
         return result
+
+    def graph(self, device=""):
+        """A Graph: steps recorded as g.<op>(...), run as one ExecuteGraph by g.run() (_graph.py)."""
+        from ._graph import Graph
+        return Graph(self, device)
 
     def stream(self):
         """A Stream on one ExecuteStream: submit() pipelines requests; use as a context manager."""
