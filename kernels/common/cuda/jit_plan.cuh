@@ -9,6 +9,8 @@
 #include <initializer_list>
 #include <string>
 
+#include "common/cuda/rows.cuh"
+#include "common/cuda/split_rows.cuh"
 #include "kerneld/jit.h"
 #include "kerneld/op.h"
 
@@ -53,6 +55,26 @@ inline bool JitVectorRowsOk(int64_t row_len, int vec,
   if (row_len % vec != 0) return false;
   for (const TensorView* v : views)
     if (!JitAligned16(*v)) return false;
+  return true;
+}
+
+// The split-row launch of a norm (common/cuda/split_rows.cuh), as the AOT
+// launcher makes it: `kernel` (its name without template arguments) with
+// <type, N, items, units, chunk>, rows x C blocks in clusters of C. False
+// when the plan does not split; the caller then plans one block a row.
+// *chunk: the packs a block, the kernel's argument after units.
+inline bool JitSplitRows(const std::string& kernel, const JitType& t, int n, int64_t rows,
+                         int64_t units, const JitTarget& target, JitLaunch* out, int64_t* chunk) {
+  const int max_items = n == 1 ? kMaxItems<1> : kMaxItems<4>;
+  const SplitRowPlan sp = PlanSplitRows(rows, units, n * (16 / t.vec), max_items, target.sm_count,
+                                        target.compute_capability);
+  if (sp.cluster == 0) return false;
+  out->kernel =
+      JitName(kernel, {t.name, JitInt(n), JitInt(sp.items), JitInt(units), JitInt(sp.chunk)});
+  out->grid.x = static_cast<unsigned>(rows * sp.cluster);
+  out->block.x = sp.threads;
+  out->cluster.x = static_cast<unsigned>(sp.cluster);
+  *chunk = sp.chunk;
   return true;
 }
 

@@ -21,10 +21,11 @@ Status FusedAddRmsNorm(KernelContext& ctx) {
   const auto bias = static_cast<float>(ctx.attr_f("weight_bias"));
   return DispatchFloatingCuda(x.dtype, "fused_add_rmsnorm", [&](auto tag) {
     using T = decltype(tag);
-    return CudaStatus(fused_add_rmsnorm::FusedAddRmsNorm<T>(
-                          x.ptr<T>(), r.ptr<T>(), w.ptr<T>(), xo.ptr<T>(), ro.ptr<T>(), rs.rows,
-                          rs.h, eps, bias, ctx.device.sm_count, StreamOf(ctx)),
-                      "fused_add_rmsnorm");
+    return CudaStatus(
+        fused_add_rmsnorm::FusedAddRmsNorm<T>(
+            x.ptr<T>(), r.ptr<T>(), w.ptr<T>(), xo.ptr<T>(), ro.ptr<T>(), rs.rows, rs.h, eps, bias,
+            ctx.device.sm_count, ctx.device.compute_capability, StreamOf(ctx)),
+        "fused_add_rmsnorm");
   });
 }
 

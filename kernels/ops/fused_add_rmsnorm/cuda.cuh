@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "common/cuda/rows.cuh"
+#include "common/cuda/split_rows.cuh"
 #include "common/cuda/width.cuh"
 
 namespace kerneld::cuda::fused_add_rmsnorm {
@@ -116,11 +117,74 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+// A row split over the blocks of a cluster (common/cuda/split_rows.cuh):
+// this block's chunk of s = x + residual kept in float32 registers
+// (residual_out written from it), the sum of squares over the cluster, then
+// the chunk of x_out. In place is safe as in FusedAddRmsNormKernel.
+template <typename T, int N, int kItems, int64_t kUnits = 0, int64_t kChunk = 0>
+__global__ void __launch_bounds__(kSplitMaxThreads)
+    FusedAddRmsNormSplitKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out,
+                               T* res_out, int64_t units, int64_t chunk, float eps, float bias) {
+  units = Width<kUnits>(units);
+  chunk = Width<kChunk>(chunk);
+  using P = Pack<T, N>;
+  const SplitSlot slot(units, chunk);
+  const int64_t base = slot.row * units;
+  const P* xr = reinterpret_cast<const P*>(x) + base;
+  const P* rr = reinterpret_cast<const P*>(res) + base;
+  const P* wp = reinterpret_cast<const P*>(w);
+  P* ro = reinterpret_cast<P*>(res_out) + base;
+  float s[kItems][N];
+  P wv[kItems];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < slot.u1) {
+      const P a = xr[u];
+      const P b = rr[u];
+      wv[k] = wp[u];
+      P o;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        s[k][j] = ToFloat(a.v[j]) + ToFloat(b.v[j]);
+        ss += s[k][j] * s[k][j];
+        o.v[j] = FromFloat<T>(s[k][j]);
+      }
+      ro[u] = o;
+    }
+  }
+  const float h = static_cast<float>(units * N);
+  const float scale = rsqrtf(ClusterRowSum(ss) / h + eps);
+  P* xo = reinterpret_cast<P*>(x_out) + base;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < slot.u1) {
+      P o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = FromFloat<T>(s[k][j] * scale * (ToFloat(wv[k].v[j]) + bias));
+      xo[u] = o;
+    }
+  }
+}
+
 #ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 template <typename T, int N>
 cudaError_t LaunchFused(const T* x, const T* r, const T* w, T* xo, T* ro, int64_t rows, int64_t h,
-                        float eps, float bias, int sm_count, cudaStream_t stream) {
+                        float eps, float bias, int sm_count, int cc, cudaStream_t stream) {
   const int64_t units = h / N;
+  if (const SplitRowPlan sp =
+          PlanSplitRows(rows, units, N * static_cast<int>(sizeof(T)), kMaxItems<N>, sm_count, cc);
+      sp.cluster > 0) {
+    bool launched = false;
+    const cudaError_t e = DispatchItems<kMaxItems<N>>(sp.items, [&](auto items) {
+      return LaunchSplitRows(FusedAddRmsNormSplitKernel<T, N, decltype(items)::value>, sp, rows,
+                             stream, &launched, x, r, w, xo, ro, units, sp.chunk, eps, bias);
+    });
+    if (e != cudaSuccess || launched) return e;
+  }
   const RowPlan p = PlanNormRows(rows, units, kMaxItems<N>, sm_count);
   if (p.items == 0) {
     FusedAddRmsNormWideKernel<T, N>
@@ -137,16 +201,18 @@ cudaError_t LaunchFused(const T* x, const T* r, const T* w, T* xo, T* ro, int64_
 // res_out = x + residual; x_out = rmsnorm(x + residual) * (w + bias), over
 // rows of h elements on `stream`. x, residual, x_out, res_out are
 // [rows, h] (x_out may equal x, res_out residual), w is [h]. sm_count picks
-// the row plan (PlanNormRows).
+// the row plan (PlanNormRows); with cc (major * 10 + minor) 90 or more, few
+// wide rows are split over clusters (PlanSplitRows).
 template <typename T>
 cudaError_t FusedAddRmsNorm(const T* x, const T* residual, const T* w, T* x_out, T* res_out,
-                            int64_t rows, int64_t h, float eps, float bias, int sm_count,
+                            int64_t rows, int64_t h, float eps, float bias, int sm_count, int cc,
                             cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (VectorRowsOk<T>(h, {x, residual, w, x_out, res_out}))
     return LaunchFused<T, kVecN<T>>(x, residual, w, x_out, res_out, rows, h, eps, bias, sm_count,
-                                    stream);
-  return LaunchFused<T, 1>(x, residual, w, x_out, res_out, rows, h, eps, bias, sm_count, stream);
+                                    cc, stream);
+  return LaunchFused<T, 1>(x, residual, w, x_out, res_out, rows, h, eps, bias, sm_count, cc,
+                           stream);
 }
 #endif  // __CUDACC_RTC__
 

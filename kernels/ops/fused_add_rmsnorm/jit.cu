@@ -26,10 +26,19 @@ Status PlanFusedAddRmsNorm(const KernelContext& ctx, const JitTarget& target, Ji
     return FailedPrecondition("fused_add_rmsnorm: no JIT form for this dtype");
   const int n = JitVectorRowsOk(r.h, t.vec, {&x, &res, &w, &xo, &ro}) ? t.vec : 1;
   const int64_t units = r.h / n;
-  const RowPlan p =
-      PlanNormRows(r.rows, units, n == 1 ? kMaxItems<1> : kMaxItems<4>, target.sm_count);
   const std::string ns = "kerneld::cuda::fused_add_rmsnorm::";
   out->header = "ops/fused_add_rmsnorm/cuda.cuh";
+  const float eps = static_cast<float>(ctx.attr_f("eps"));
+  const float bias = static_cast<float>(ctx.attr_f("weight_bias"));
+  // Few wide rows on sm_90+: split over clusters, as the AOT launcher.
+  if (int64_t chunk = 0;
+      JitSplitRows(ns + "FusedAddRmsNormSplitKernel", t, n, r.rows, units, target, out, &chunk)) {
+    out->args.Add(x.raw()).Add(res.raw()).Add(w.raw()).Add(xo.raw()).Add(ro.raw());
+    out->args.Add(units).Add(chunk).Add(eps).Add(bias);
+    return Status::Ok();
+  }
+  const RowPlan p =
+      PlanNormRows(r.rows, units, n == 1 ? kMaxItems<1> : kMaxItems<4>, target.sm_count);
   out->grid.x = p.grid;
   out->block = {p.block.x, p.block.y, 1};
   out->args.Add(x.raw()).Add(res.raw()).Add(w.raw()).Add(xo.raw()).Add(ro.raw()).Add(r.rows);
@@ -41,8 +50,7 @@ Status PlanFusedAddRmsNorm(const KernelContext& ctx, const JitTarget& target, Ji
         JitName(ns + "FusedAddRmsNormKernel", {t.name, JitInt(n), JitInt(p.items), JitInt(units)});
     out->args.Add(static_cast<int>(units));
   }
-  out->args.Add(static_cast<float>(ctx.attr_f("eps")));
-  out->args.Add(static_cast<float>(ctx.attr_f("weight_bias")));
+  out->args.Add(eps).Add(bias);
   return Status::Ok();
 }
 

@@ -19,9 +19,10 @@ Status RmsNorm(KernelContext& ctx) {
   const auto bias = static_cast<float>(ctx.attr_f("weight_bias"));
   return DispatchFloatingCuda(x.dtype, "rmsnorm", [&](auto tag) {
     using T = decltype(tag);
-    return CudaStatus(rmsnorm::RmsNorm<T>(x.ptr<T>(), w.ptr<T>(), y.ptr<T>(), r.rows, r.h, eps,
-                                          bias, ctx.device.sm_count, StreamOf(ctx)),
-                      "rmsnorm");
+    return CudaStatus(
+        rmsnorm::RmsNorm<T>(x.ptr<T>(), w.ptr<T>(), y.ptr<T>(), r.rows, r.h, eps, bias,
+                            ctx.device.sm_count, ctx.device.compute_capability, StreamOf(ctx)),
+        "rmsnorm");
   });
 }
 

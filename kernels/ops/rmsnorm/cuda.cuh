@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "common/cuda/rows.cuh"
+#include "common/cuda/split_rows.cuh"
 #include "common/cuda/width.cuh"
 
 namespace kerneld::cuda::rmsnorm {
@@ -98,6 +99,48 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
       for (int j = 0; j < N; ++j)
         o.v[j] = FromFloat<T>(ToFloat(v.v[j]) * scale * (ToFloat(wv.v[j]) + bias));
+      yr[u] = o;
+    }
+  }
+}
+
+// A row split over the blocks of a cluster (common/cuda/split_rows.cuh):
+// this block's chunk of x and of the weight in registers, the sum of
+// squares over the cluster, then the chunk written. y may alias x: each
+// thread reads its packs before it writes them.
+template <typename T, int N, int kItems, int64_t kUnits = 0, int64_t kChunk = 0>
+__global__ void __launch_bounds__(kSplitMaxThreads)
+    RmsNormSplitKernel(const T* x, const T* __restrict__ w, T* y, int64_t units, int64_t chunk,
+                       float eps, float bias) {
+  units = Width<kUnits>(units);
+  chunk = Width<kChunk>(chunk);
+  using P = Pack<T, N>;
+  const SplitSlot slot(units, chunk);
+  const P* xr = reinterpret_cast<const P*>(x) + slot.row * units;
+  const P* wp = reinterpret_cast<const P*>(w);
+  P c[kItems], wv[kItems];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < slot.u1) {
+      c[k] = xr[u];
+      wv[k] = wp[u];  // with x: its latency overlaps the reduction's
+#pragma unroll
+      for (int j = 0; j < N; ++j) ss += ToFloat(c[k].v[j]) * ToFloat(c[k].v[j]);
+    }
+  }
+  const float h = static_cast<float>(units * N);
+  const float scale = rsqrtf(ClusterRowSum(ss) / h + eps);
+  P* yr = reinterpret_cast<P*>(y) + slot.row * units;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < slot.u1) {
+      P o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = FromFloat<T>(ToFloat(c[k].v[j]) * scale * (ToFloat(wv[k].v[j]) + bias));
       yr[u] = o;
     }
   }
@@ -321,8 +364,18 @@ cudaError_t LaunchRowKernel(const T* x, const T* w, T* y, int64_t rows, int64_t 
 
 template <typename T, int N>
 cudaError_t LaunchRmsNorm(const T* x, const T* w, T* y, int64_t rows, int64_t h, float eps,
-                          float bias, int sm_count, cudaStream_t stream) {
+                          float bias, int sm_count, int cc, cudaStream_t stream) {
   const int64_t units = h / N;
+  if (const SplitRowPlan sp =
+          PlanSplitRows(rows, units, N * static_cast<int>(sizeof(T)), kMaxItems<N>, sm_count, cc);
+      sp.cluster > 0) {
+    bool launched = false;
+    const cudaError_t e = DispatchItems<kMaxItems<N>>(sp.items, [&](auto items) {
+      return LaunchSplitRows(RmsNormSplitKernel<T, N, decltype(items)::value>, sp, rows, stream,
+                             &launched, x, w, y, units, sp.chunk, eps, bias);
+    });
+    if (e != cudaSuccess || launched) return e;
+  }
   if constexpr (N > 1) {
     switch (RowPlanFor(rows, units, sm_count)) {
       case LabPlan::kT256I2B4P:
@@ -352,14 +405,16 @@ cudaError_t LaunchRmsNorm(const T* x, const T* w, T* y, int64_t rows, int64_t h,
 
 // y = x / rms(x) * (w + bias) over rows of h elements, on `stream`; y may
 // equal x. x, y are [rows, h], w is [h]. sm_count picks the row plan
-// (RowPlanFor, else PlanNormRows) and the persistent grid.
+// (RowPlanFor, else PlanNormRows) and the persistent grid; with cc (the
+// compute capability, major * 10 + minor) 90 or more, few wide rows are
+// split over clusters (PlanSplitRows).
 template <typename T>
 cudaError_t RmsNorm(const T* x, const T* w, T* y, int64_t rows, int64_t h, float eps, float bias,
-                    int sm_count, cudaStream_t stream) {
+                    int sm_count, int cc, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (VectorRowsOk<T>(h, {x, w, y}))
-    return LaunchRmsNorm<T, kVecN<T>>(x, w, y, rows, h, eps, bias, sm_count, stream);
-  return LaunchRmsNorm<T, 1>(x, w, y, rows, h, eps, bias, sm_count, stream);
+    return LaunchRmsNorm<T, kVecN<T>>(x, w, y, rows, h, eps, bias, sm_count, cc, stream);
+  return LaunchRmsNorm<T, 1>(x, w, y, rows, h, eps, bias, sm_count, cc, stream);
 }
 #endif  // __CUDACC_RTC__
 

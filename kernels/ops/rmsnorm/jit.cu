@@ -31,6 +31,12 @@ Status PlanRmsNorm(const KernelContext& ctx, const JitTarget& target, JitLaunch*
   out->header = "ops/rmsnorm/cuda.cuh";
   const float eps = static_cast<float>(ctx.attr_f("eps"));
   const float bias = static_cast<float>(ctx.attr_f("weight_bias"));
+  // Few wide rows on sm_90+: split over clusters, as the AOT launcher.
+  if (int64_t chunk = 0;
+      JitSplitRows(ns + "RmsNormSplitKernel", t, n, r.rows, units, target, out, &chunk)) {
+    out->args.Add(x.raw()).Add(w.raw()).Add(y.raw()).Add(units).Add(chunk).Add(eps).Add(bias);
+    return Status::Ok();
+  }
   auto row_kernel = [&](int threads, int items, int min_blocks, const char* walk) {
     out->kernel = JitName(
         ns + "RmsNormRowKernel",
