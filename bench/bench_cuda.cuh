@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <vector>
 
@@ -76,6 +77,30 @@ double FlushedMedianUs(cudaStream_t s, int reps, const L2Flush& flush, F&& f) {
   CK(cudaEventDestroy(b));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1e3;
+}
+
+// kernel_bench's inputs, for a peer that must time the same data: a
+// splitmix64 hash of (index, seed).
+__device__ inline uint32_t Hash(uint64_t i, uint32_t seed) {
+  uint64_t z = i * 0x9e3779b97f4a7c15ull + seed;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<uint32_t>(z ^ (z >> 31));
+}
+
+// Uniform in [lo, hi) (kernel_bench's Fill for a float input).
+template <typename T>
+__global__ void FillUniform(T* p, int64_t n, uint32_t seed, float lo, float hi) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = static_cast<T>(lo + (hi - lo) * (Hash(i, seed) >> 8) * (1.0f / 16777216.0f));
+}
+
+// i % mod through the hash (kernel_bench's Fill for an int32 input).
+__global__ void FillIndex(int32_t* p, int64_t n, uint32_t seed, int64_t mod) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = static_cast<int32_t>(Hash(i, seed) % mod);
 }
 
 }  // namespace kerneld::bench

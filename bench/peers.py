@@ -7,7 +7,7 @@ Runs kernel_bench (CUDA events, L2 read-flushed between runs, median) with
 prints each kernel's time beside torch's and, given --flashinfer (the
 binary bench/peers/flashinfer_peer.cu builds against FlashInfer's headers,
 which bench/fetch_flashinfer takes from its PyPI wheel), FlashInfer's for
-the norms, timed the same way, with the ratios peer / kerneld (> 1: kerneld
+the norms and for top_k_mask_logits / top_k_renorm_probs, timed the same way, with the ratios peer / kerneld (> 1: kerneld
 is faster).
 
     bench/peers.py --kernel-bench build/bench/kernel_bench [--flashinfer PATH] [--ops a,b]
@@ -75,6 +75,12 @@ def torch_fn(torch, rec):
     return None
 
 
+def main_input(rec):
+    """The [rows, width] input a peer's column is keyed by: x, logits or probs."""
+    ins = rec["inputs"]
+    return ins.get("x") or ins.get("logits") or ins.get("probs")
+
+
 def time_torch(torch, fn, reps, flush):
     fn()
     torch.cuda.synchronize()
@@ -137,14 +143,19 @@ def main():
         want = sorted({tuple(r["inputs"]["x"]) for r in records
                        if r["op"] in ("rmsnorm", "fused_add_rmsnorm") and len(r["inputs"]["x"]) == 2
                        and r["inputs"]["x"][1] <= 16384})  # FlashInfer's fused norm keeps a row in smem
-        out = subprocess.run([a.flashinfer, str(a.reps)] + [f"{m}x{n}" for m, n in want],
+        # top_k_mask_logits / top_k_renorm_probs: RadixTopK*MultiCTA.
+        want_topk = sorted({tuple(main_input(r)) for r in records
+                            if r["op"] in ("top_k_mask_logits", "top_k_renorm_probs")
+                            and len(main_input(r)) == 2})
+        out = subprocess.run([a.flashinfer, str(a.reps)] + [f"{m}x{n}" for m, n in want]
+                             + [f"topk:{m}x{n}" for m, n in want_topk],
                              check=True, capture_output=True, text=True).stdout
         for r in json.loads(out):
             fi[(r["op"], r["dtype"], r["rows"], r["hidden"])] = r["us"]
 
     rows = []
     for rec in records:
-        x = rec["inputs"].get("x")
+        x = main_input(rec)
         if x is not None and len(x) == 2:
             key = (rec["op"], rec["dtype"], x[0], x[1])
             if key in fi:
