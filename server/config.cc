@@ -74,6 +74,12 @@ std::string FlagsHelp() {
 
   --listen=ADDR          host:port or unix:/path (default 127.0.0.1:50051; repeatable;
                          port 0 picks a free port, see --ready_file)
+  --lane_socket=PATH     serve the same-host lane on this unix socket (docs/lane.md):
+                         shared-memory request slots, no gRPC; default off
+  --lane_slots=N         slots (requests in flight) per lane (default 8; 1..256)
+  --lane_slot_kb=N       bytes of one slot, request or response (default 256; 4..65536)
+  --lane_spin_us=N       a busy lane polls this long before it sleeps (default 50)
+  --max_lanes=N          lanes open at once (default 256)
   --metrics_listen=ADDR  Prometheus /metrics endpoint (default 127.0.0.1:9400; "off")
   --log_level=N          0 off, 1 one line per request, 3 adds shapes and attrs
                          (env KERNELD_LOG_LEVEL)
@@ -191,6 +197,29 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
            cfg->extra_listen.push_back(v);
          listen_seen = true;
          return true;
+       }},
+      {"lane_socket",
+       [&](const std::string& v) {
+         cfg->lane_socket = v.rfind("unix:", 0) == 0 ? v.substr(5) : v;
+         return !cfg->lane_socket.empty() && cfg->lane_socket.size() < 100;
+       }},
+      {"lane_slots",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->lane_slots) && cfg->lane_slots >= 1 && cfg->lane_slots <= 256;
+       }},
+      {"lane_slot_kb",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->lane_slot_kb) && cfg->lane_slot_kb >= 4 &&
+                cfg->lane_slot_kb <= 65536;
+       }},
+      {"lane_spin_us",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->lane_spin_us) && cfg->lane_spin_us >= 0 &&
+                cfg->lane_spin_us <= 1000000;
+       }},
+      {"max_lanes",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->max_lanes) && cfg->max_lanes >= 1 && cfg->max_lanes <= 65536;
        }},
       {"metrics_listen",
        [&](const std::string& v) {

@@ -38,6 +38,13 @@ struct Config {
   int64_t max_streams = 4096;            // open ExecuteStreams, daemon-wide; 0: no limit
   int64_t quota_streams = 1024;          // open ExecuteStreams per principal; 0: no limit
   double drain_timeout_s = 30;           // SIGTERM: finish in-flight work within this
+  // The same-host lane (docs/lane.md): a unix socket that hands each client
+  // a shared-memory ring of request/response slots; "" is off.
+  std::string lane_socket;
+  int lane_slots = 8;          // slots per lane: requests one client has in flight
+  int lane_slot_kb = 256;      // bytes of one slot (request or response)
+  int lane_spin_us = 50;       // a busy lane's thread polls this long before it sleeps
+  int max_lanes = 256;         // lanes open at once, daemon-wide
   bool enable_cuda = true;               // false: serve from the CPU even with a GPU
   std::string ready_file;                // written with the bound addresses once serving
   bool enable_test_ops = false;          // serve the "_test_*" ops (tests only)

@@ -116,6 +116,7 @@ void ShutdownServingSockets(const std::vector<int>& tcp_ports,
 Daemon::Daemon(Config cfg) : cfg_(std::move(cfg)) {}
 
 Daemon::~Daemon() {
+  if (lanes_) lanes_->Stop();
   StopPeerListeners();
   if (peers_) peers_->StopSweeper();  // before the buffers it releases go
   {
@@ -291,6 +292,12 @@ std::string Daemon::Start() {
         .push_back(addrs[i].substr(0, addrs[i].rfind(':')) + ":" + std::to_string(ports[i]));
   }
   for (auto& l : peer_listeners_) l->Start(server_.get());
+  if (!cfg_.lane_socket.empty()) {  // the same-host lane (docs/lane.md)
+    lanes_ = std::make_unique<LaneServer>(cfg_, *runner_, auth_.get());
+    if (std::string err = lanes_->Bind(); !err.empty())
+      return "cannot listen on --lane_socket=" + cfg_.lane_socket + ": " + err;
+    lanes_->Start();
+  }
   health()->SetServingStatus(true);
   health()->SetServingStatus("kerneld.v1.KernelService", true);
   health_thread_ = std::thread([this] { HealthLoop(); });
@@ -302,6 +309,7 @@ std::string Daemon::Start() {
       for (const auto& a : bound_) f << "grpc " << a << "\n";
       for (const auto& a : tls_bound_) f << "grpc_tls " << a << "\n";
       f << "metrics " << metrics_->port() << "\n";
+      if (lanes_) f << "lane unix:" << lanes_->path() << "\n";
     }
     std::rename(tmp.c_str(), cfg_.ready_file.c_str());
   }
@@ -335,6 +343,7 @@ void Daemon::Shutdown() {
   // by the handlers, and every open ExecuteStream ends UNAVAILABLE once the
   // answers it owes are written (an idle one at once).
   runner_->BeginDrain();
+  if (lanes_) lanes_->BeginDrain();  // no new lanes; open ones answer UNAVAILABLE
   graphs_->BeginDrain();
   streams_->BeginDrain();
   DaemonLog(LogLevel::kInfo, "drain_started",
@@ -362,6 +371,7 @@ void Daemon::Shutdown() {
                   " requests and " + std::to_string(streams_->open()) + " streams",
               {{"inflight", static_cast<double>(runner_->inflight())},
                {"streams", static_cast<double>(streams_->open())}});
+  if (lanes_) lanes_->Stop();  // nothing of theirs runs any more
   StopPeerListeners();  // no new connection may reach a server shutting down
   // gRPC's Shutdown kills every call that arrives once it began (clients
   // read CANCELLED), and a client that keeps calling is always about to

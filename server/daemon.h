@@ -17,6 +17,7 @@
 #include "config.h"
 #include "devices/device_manager.h"
 #include "jit/jit_backend.h"
+#include "lane/lane_server.h"
 #include "metrics/metrics.h"
 #include "service/buffer_service.h"
 #include "service/health_service.h"
@@ -79,6 +80,8 @@ class Daemon {
   std::unique_ptr<GraphRunner> graphs_;  // ExecuteGraph (graph/graph_runner.h)
   std::unique_ptr<grpc::Service> service_;  // KernelServiceImpl, or the sync one (--grpc_api)
   std::unique_ptr<grpc::Server> server_;
+  // --lane_socket (docs/lane.md): after runner_, so that it goes first.
+  std::unique_ptr<LaneServer> lanes_;
   std::vector<std::string> bound_, tls_bound_;
   // The connections kerneld accepts itself (auth/peer_listener.h); shared
   // with the buffer registry, which asks whether a connection still lives.

@@ -206,6 +206,43 @@ Status Authenticator::Identify(const grpc::ServerContextBase& ctx, Identity* out
   return Status::Ok();
 }
 
+Status Authenticator::IdentifyPeer(const PeerCred& peer, std::string_view token,
+                                   Identity* out) const {
+  *out = Identity{};
+  out->quota = DefaultQuota();
+  out->uid = peer.uid;
+  out->gid = peer.gid;
+  if (!token.empty()) {
+    std::shared_ptr<const TokenTable> table;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      table = tokens_;
+    }
+    auto e = table == nullptr ? TokenTable::const_iterator{} : table->find(std::string(token));
+    if (table == nullptr || e == table->end()) {
+      PrincipalStats::Global().CountUnauthenticated();
+      return {StatusCode::kUnauthenticated,
+              table == nullptr
+                  ? "this kerneld has no --auth_tokens file, so it knows no bearer token; connect "
+                    "without one"
+                  : "unknown bearer token (revoked, mistyped, or for another daemon); ask the "
+                    "operator for a token listed in kerneld's --auth_tokens file"};
+    }
+    FillFromToken(e->second, out);
+    return Status::Ok();
+  }
+  out->principal = UidPrincipal(peer.uid);
+  out->source = Identity::Source::kPeerUid;
+  out->role = (peer.uid == 0 || peer.uid == daemon_uid_) ? Role::kAdmin : Role::kUser;
+  return Status::Ok();
+}
+
+Status Authenticator::AdmitPeer(const PeerCred& peer, std::string_view token,
+                                Identity* out) const {
+  KERNELD_RETURN_IF_ERROR(IdentifyPeer(peer, token, out));
+  return rate_.Admit(std::string(QuotaPrincipal(out->principal)));
+}
+
 Status Authenticator::RequireAdmin(const Identity& id, const std::string& what) {
   if (id.admin()) return Status::Ok();
   PrincipalStats::Global().CountPermissionDenied();

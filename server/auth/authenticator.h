@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "auth/identity.h"
 #include "auth/peer_listener.h"
@@ -38,6 +39,14 @@ class Authenticator {
   // Identify, then --rate_limit: what every call passes once, before its
   // message is parsed. RESOURCE_EXHAUSTED when the principal is over its rate.
   Status Admit(const grpc::ServerContextBase& ctx, Identity* out) const;
+
+  // A connection kerneld holds without gRPC (the same-host lane,
+  // server/lane/): the unix-socket peer's credentials and the bearer token
+  // it sent ("": none), under Identify's rules: a token names the
+  // principal, else the peer's uid does.
+  Status IdentifyPeer(const PeerCred& peer, std::string_view token, Identity* out) const;
+  // IdentifyPeer, then --rate_limit, as Admit.
+  Status AdmitPeer(const PeerCred& peer, std::string_view token, Identity* out) const;
 
   // PERMISSION_DENIED unless `id` has the admin role; `what` names the act.
   static Status RequireAdmin(const Identity& id, const std::string& what);

@@ -11,6 +11,7 @@
 #include "build_info.h"
 #include "devices/device_manager.h"
 #include "metrics/jit_metrics.h"
+#include "metrics/lane_metrics.h"
 #include "metrics/nvml.h"
 #include "metrics/process_metrics.h"
 
@@ -283,6 +284,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
   for (auto& f : PrincipalStats::Global().Collect(buffers)) out.push_back(std::move(f));
   for (auto& f : ProcessFamilies()) out.push_back(std::move(f));
   for (auto& f : JitFamilies()) out.push_back(std::move(f));  // metrics/jit_metrics.h
+  for (auto& f : LaneFamilies()) out.push_back(std::move(f));  // metrics/lane_metrics.h
   return out;
 }
 
