@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "buffers/buffer_registry.h"
+#include "auth/principal.h"
 
 namespace kerneld::server {
 

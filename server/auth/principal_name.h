@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "buffers/buffer_registry.h"
+#include "auth/principal.h"
 
 namespace kerneld::server {
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "buffers/buffer_registry.h"
+
 namespace kerneld::server {
 
 PrincipalStats& PrincipalStats::Global() {

@@ -14,9 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "buffers/buffer_registry.h"
+#include "auth/principal.h"
 
 namespace kerneld::server {
+
+class BufferRegistry;  // buffers/buffer_registry.h
 
 class PrincipalStats {
  public:
