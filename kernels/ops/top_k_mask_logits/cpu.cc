@@ -11,9 +11,9 @@
 #include "common/cpu/convert.h"
 #include "common/cpu/dispatch.h"
 #include "common/cpu/small_host.h"
+#include "common/top_k.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
-#include "ops/top_k_mask_logits/top_k.h"
 
 namespace kerneld::cpu {
 

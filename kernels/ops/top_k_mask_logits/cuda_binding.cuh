@@ -5,9 +5,9 @@
 
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dispatch.cuh"
+#include "common/top_k.h"
 #include "kerneld/op.h"
 #include "ops/top_k_mask_logits/cuda.cuh"
-#include "ops/top_k_mask_logits/top_k.h"
 
 namespace kerneld::cuda::top_k {
 

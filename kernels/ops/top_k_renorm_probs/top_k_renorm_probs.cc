@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "common/top_k.h"
 #include "kerneld/op.h"
 #include "kerneld/reference.h"
-#include "ops/top_k_mask_logits/top_k.h"
 
 namespace kerneld {
 
