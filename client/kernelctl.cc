@@ -28,6 +28,8 @@
 #include "input_gen.h"
 #include "jit_commands.h"
 #include "kerneld/percentile.h"
+#include "lane_client.h"
+#include "lane_perf.h"
 #include "perf.h"
 #include "reference.h"
 #include "replay.h"
@@ -47,6 +49,7 @@ namespace {
 // the command.
 struct GlobalFlags {
   std::string target = "127.0.0.1:50051", lb, tls_ca, tls_cert, tls_key, token;
+  std::string lane;  // --lane: the same-host lane's socket (docs/lane.md)
 };
 
 // What `run` and `perf` build their request from.
@@ -379,7 +382,8 @@ int PrepareRequest(KernelClient& c, const std::string& op, const RequestFlags& f
   return -1;
 }
 
-int Run(KernelClient& c, const std::string& op, const RunFlags& opts, const RequestFlags& f) {
+int Run(KernelClient& c, const std::string& op, const RunFlags& opts, const RequestFlags& f,
+        LaneClient* lane = nullptr) {
   const int repeat = opts.repeat;
   const bool stream = opts.stream;
   // --pipeline N: up to N requests in flight on the stream; latencies then
@@ -480,7 +484,9 @@ int Run(KernelClient& c, const std::string& op, const RunFlags& opts, const Requ
   } else {
     for (int i = 0; i < repeat; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      if (auto st = c.Execute(req, &resp); !st.ok()) return Fail(st);
+      // --lane: the same request through the same-host lane (docs/lane.md).
+      if (auto st = lane != nullptr ? lane->Execute(req, &resp) : c.Execute(req, &resp); !st.ok())
+        return Fail(st);
       lat_us.push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       note_info(resp);
@@ -531,7 +537,7 @@ int Run(KernelClient& c, const std::string& op, const RunFlags& opts, const Requ
 }
 
 int Perf(KernelClient& c, const std::string& target, const std::string& op, const PerfFlags& pf,
-         const RequestFlags& f) {
+         const RequestFlags& f, const std::string& lane = "", const std::string& token = "") {
   PerfOptions o;
   o.target = target;
   o.lb_policy = c.options().lb_policy;  // the global --lb applies to perf's own connections
@@ -548,10 +554,19 @@ int Perf(KernelClient& c, const std::string& target, const std::string& op, cons
   o.json_path = pf.json;
   Prepared p;
   if (int rc = PrepareRequest(c, op, f, &p); rc >= 0) return rc;
-    // --via ipc: the floor (--kernel) runs its kernel on the same memory, so
-    // the allocation is registered there too and the floor's request names it
-    // by the floor's id. Other buffers go to the floor as they are: it echoes
-    // their references without touching the memory.
+  if (!lane.empty()) {  // the lane beside gRPC, the same request (client/lane_perf.h)
+    LanePerfOptions lo;
+    lo.lane_path = lane;
+    lo.grpc_target = target;
+    lo.token = token;
+    lo.concurrency = o.concurrency;
+    lo.window_ms = o.window_ms;
+    return RunLanePerf(lo, p.req);
+  }
+  // --via ipc: the floor (--kernel) runs its kernel on the same memory, so
+  // the allocation is registered there too and the floor's request names it
+  // by the floor's id. Other buffers go to the floor as they are: it echoes
+  // their references without touching the memory.
 #ifdef KERNELD_WITH_CUDA
   if (!o.floor_target.empty() && p.via == "ipc") {
     KernelClient floor(o.floor_target, c.options());
@@ -657,6 +672,11 @@ int main(int argc, char** argv) {
   app.add_option("--token", g.token, "bearer token; see docs/security.md")
       ->type_name("TOKEN")
       ->envname("KERNELD_TOKEN");
+  app.add_option("--lane", g.lane,
+                 "run and perf send Execute through the same-host lane at this socket (the "
+                 "daemon's --lane_socket; docs/lane.md); the rest still uses --target")
+      ->type_name("PATH")
+      ->envname("KERNELD_LANE");
 
   CLI::App* info = app.add_subcommand("info", "server version, CUDA versions, devices, backends");
   CLI::App* list = app.add_subcommand("list", "ops with inputs, outputs, attrs, implementations");
@@ -818,6 +838,15 @@ int main(int argc, char** argv) {
     if (why.empty() && !pf.request_rate.empty() && pf.mode == "stream")
       why = "--request-rate sends unary requests on a fixed schedule; --mode stream is closed loop";
   }
+  if (why.empty() && !g.lane.empty()) {
+    if (run->parsed() && r.stream)
+      why = "--lane sends unary requests on the lane; drop --stream";
+    else if (perf->parsed() &&
+             (pf.mode == "stream" || !pf.request_rate.empty() || !pf.compare_floor.empty()))
+      why =
+          "perf --lane measures closed-loop unary requests beside gRPC; drop --mode stream, "
+          "--request-rate and --compare-floor";
+  }
   if (!why.empty()) return std::fprintf(stderr, "kernelctl: %s\n", why.c_str()), 2;
 
   ClientSecurity sec;
@@ -843,6 +872,15 @@ int main(int argc, char** argv) {
   if (buffers->parsed()) return BuffersCommand(c, bo);
   if (jit->parsed()) return JitCommand(c, jo);
   if (replay->parsed()) return ReplayCommand(c, rf);
-  if (run->parsed()) return Run(c, op, r, run_req);
-  return Perf(c, g.target, op, pf, perf_req);
+  if (run->parsed()) {
+    std::unique_ptr<LaneClient> lane;
+    if (!g.lane.empty()) {
+      // No lane is an error, not a quiet fall back to gRPC.
+      grpc::Status st;
+      lane = LaneClient::Connect(g.lane, g.token, &st);
+      if (!lane) return Fail(st);
+    }
+    return Run(c, op, r, run_req, lane.get());
+  }
+  return Perf(c, g.target, op, pf, perf_req, g.lane, g.token);
 }

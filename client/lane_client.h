@@ -1,0 +1,77 @@
+// The same-host lane's C++ client (docs/lane.md): Execute through a ring of
+// shared-memory slots instead of gRPC, for a client on the daemon's host.
+//
+//   grpc::Status st;
+//   auto lane = kerneld::client::LaneClient::Connect("/run/kerneld/lane.sock", "", &st);
+//   if (!lane) ...  // no lane: say so, or use KernelClient (gRPC) explicitly
+//   v1::ExecuteResponse resp;
+//   st = lane->Execute(req, &resp);
+//
+// The request and response are the gRPC API's ExecuteRequest and
+// ExecuteResponse, and they get the same answers. One LaneClient may be
+// used from several threads: each call takes a free slot (up to the
+// daemon's --lane_slots at once; more wait for one).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kerneld/v1/kerneld.pb.h"
+
+namespace kerneld::client {
+
+namespace v1 = ::kerneld::v1;
+
+class LaneClient {
+ public:
+  // Connects to the lane socket at `path` ("unix:" prefix allowed) with a
+  // bearer token ("": the connection's uid is the principal). Null, with
+  // *error saying why, when there is no lane there or the daemon refused it.
+  static std::unique_ptr<LaneClient> Connect(const std::string& path, const std::string& token,
+                                             grpc::Status* error);
+  ~LaneClient();
+  LaneClient(const LaneClient&) = delete;
+  LaneClient& operator=(const LaneClient&) = delete;
+
+  grpc::Status Execute(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
+  // Execute with the request already serialized: *out gets the response's
+  // bytes on OK (tests and benchmarks; any bytes may be sent).
+  grpc::Status ExecuteBytes(std::string_view request, std::string* out,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
+
+  uint32_t slots() const { return slots_; }
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  // The ring as mapped here, and its memfd (tests of a hostile client).
+  void* ring() const { return ring_; }
+  int memfd() const { return memfd_; }
+  // How long a waiting call polls its slot before it sleeps.
+  void set_spin(std::chrono::microseconds spin) { spin_ns_ = spin.count() * 1000; }
+
+ private:
+  LaneClient() = default;
+  int AcquireSlot();
+  void ReleaseSlot(int slot);
+  bool DaemonGone();
+
+  int sock_ = -1, memfd_ = -1;
+  void* ring_ = nullptr;
+  uint64_t ring_bytes_ = 0, slot_bytes_ = 0;
+  uint32_t slots_ = 0;
+  int64_t spin_ns_ = 50000;
+  std::mutex mu_;
+  std::condition_variable free_cv_;
+  std::vector<int> free_;
+  std::vector<bool> abandoned_;  // timed out: the daemon still owes the slot a response
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace kerneld::client
