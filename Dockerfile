@@ -66,6 +66,19 @@ LABEL org.opencontainers.image.title="kerneld" \
 # (--gpus, or the device plugin on Kubernetes).
 COPY --from=build /opt/kerneld/bin /opt/kerneld/bin
 COPY --from=build /opt/kerneld/lib /opt/kerneld/lib
+# NVRTC compiles the kernels' own headers, which include cuda_runtime.h,
+# cuda_fp16.h, cuda_bf16.h, cooperative_groups.h and libcu++ (include/cccl):
+# the toolkit's include directory, which the runtime image lacks (it comes
+# with the development files). The JIT looks for it beside libnvrtc
+# (/usr/local/cuda/include), so the same toolkit's headers come from the
+# build stage (docs/jit.md, "Finding NVRTC and the toolkit headers").
+COPY --from=build /usr/local/cuda/include /usr/local/cuda/include
+# A warmed JIT cache for the image's target GPUs: `kerneld
+# --jit_precompile_arch=sm_90 --jit_precompile_sms=132 --jit_warm=FILE
+# --jit_cache_dir=DIR` compiles a warm list without a GPU (docs/jit.md,
+# "Warming an image"); a DIR made in the build stage is copied here with
+# --chown=65532:65532 (the cache refuses a directory of another user, its
+# files become code on the GPU) and named with --jit_cache_dir at run time.
 ENV PATH=/opt/kerneld/bin:$PATH \
     LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/nvidia/lib:/usr/local/nvidia/lib64 \
     NVIDIA_VISIBLE_DEVICES=all \

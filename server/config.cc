@@ -178,6 +178,11 @@ std::string FlagsHelp() {
                          (default 1024; 0: no cap)
   --jit_warm=FILE        compile at start the kernels listed, one "op dtype shape [arch]"
                          a line (rmsnorm bfloat16 16x4096), as kernelctl jit warm does
+  --jit_precompile_arch=ARCH
+                         compile the --jit_warm list for ARCH (sm_90) into --jit_cache_dir
+                         and exit: no GPU needed (a container image's warmed cache)
+  --jit_precompile_sms=N the SM count the launch plans assume there (H100 SXM: 132;
+                         default 0: unknown, the plans' GPU-independent choices)
 )";
 }
 
@@ -430,6 +435,16 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          cfg->jit_warm = v;
          return !v.empty();
+       }},
+      {"jit_precompile_arch",
+       [&](const std::string& v) {
+         cfg->jit_precompile_arch = v;
+         return v.size() > 3 && v.compare(0, 3, "sm_") == 0;
+       }},
+      {"jit_precompile_sms",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->jit_precompile_sms) && cfg->jit_precompile_sms >= 0 &&
+                cfg->jit_precompile_sms <= 4096;
        }},
   };
   for (int i = 1; i < argc; ++i) {

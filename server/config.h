@@ -71,6 +71,10 @@ struct Config {
   std::string jit_cache_dir;    // "": $XDG_CACHE_HOME/kerneld/jit, else ~/.cache/kerneld/jit
   int jit_cache_max_mb = 1024;  // the cache's size cap, least recently used evicted; 0: none
   std::string jit_warm;         // a file of "op dtype shape [arch]" lines compiled at start
+  // Set: compile the --jit_warm list for this arch ("sm_90") into the cache
+  // and exit, without a GPU (jit/jit_setup.h, PrecompileJit).
+  std::string jit_precompile_arch;
+  int jit_precompile_sms = 0;  // the SM count the plans assume (0: unknown)
 };
 
 // The quotas a daemon gets when no flag names them: a quarter of the host's

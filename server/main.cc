@@ -12,6 +12,7 @@
 #include "build_info.h"
 #include "config.h"
 #include "daemon.h"
+#include "jit/jit_setup.h"
 #include "metrics/daemon_log.h"
 #include "metrics/grpc_log.h"
 
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
     std::fputs(kerneld::server::FlagsHelp().c_str(), stdout);
     return 0;
   }
+  // An image's warmed JIT cache: compile and exit, no GPU, nothing served.
+  if (!cfg.jit_precompile_arch.empty()) return kerneld::server::PrecompileJit(cfg);
 
   // Block the shutdown signals in every thread (gRPC's included); one thread
   // waits for them and drains.

@@ -440,7 +440,8 @@ Status JitBackend::Warm(const std::string& op_name, DType dtype, const Shape& fi
   return Status::Ok();
 }
 
-Status JitBackend::WarmFile(const std::string& path, std::vector<WarmResult>* out) {
+Status JitBackend::WarmFile(const std::string& path, std::vector<WarmResult>* out,
+                            const std::string& default_arch, int sm_count, bool strict) {
   std::ifstream f(path);
   if (!f) return InvalidArgument("--jit_warm: cannot read " + path);
   std::string line;
@@ -462,8 +463,10 @@ Status JitBackend::WarmFile(const std::string& path, std::vector<WarmResult>* ou
     // What this host cannot compile or load (no libnvrtc, no GPU, no JIT
     // form in this build) is logged, not fatal: one warm list serves
     // every host of a deployment.
-    if (Status s = Warm(op, *dtype, shape, arch, 0, out); !s.ok()) {
-      if (s.code() != StatusCode::kFailedPrecondition) return Status(s.code(), where + s.message());
+    if (arch.empty()) arch = default_arch;
+    if (Status s = Warm(op, *dtype, shape, arch, sm_count, out); !s.ok()) {
+      if (strict || s.code() != StatusCode::kFailedPrecondition)
+        return Status(s.code(), where + s.message());
       DaemonLog(LogLevel::kWarning, "jit_warm", "--jit_warm: " + where + s.message(),
                 {{"file", path}, {"line", std::to_string(n)}});
     }

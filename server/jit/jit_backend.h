@@ -66,8 +66,13 @@ class JitBackend final : public JitEngine {
   // Each line of a warm file: "op dtype shape [arch]" ("rmsnorm bfloat16
   // 16x4096"); '#' starts a comment. Stops at the first bad line (syntax,
   // op, dtype, shape); a kernel this host cannot build (FAILED_PRECONDITION:
-  // no libnvrtc, no GPU and no arch, no JIT form) is a warning.
-  Status WarmFile(const std::string& path, std::vector<WarmResult>* out);
+  // no libnvrtc, no GPU and no arch, no JIT form) is a warning. A line
+  // without an arch compiles for `default_arch` when one is given (else for
+  // the daemon's GPUs), planned for `sm_count` SMs (0: the GPUs' own).
+  // `strict`: a kernel this host cannot build fails the file too
+  // (--jit_precompile_arch), instead of a warning.
+  Status WarmFile(const std::string& path, std::vector<WarmResult>* out,
+                  const std::string& default_arch = "", int sm_count = 0, bool strict = false);
 
   struct Specialization {
     std::string op, kernel, header, state, error;  // state: queued|compiling|ready|failed|idle
@@ -80,6 +85,8 @@ class JitBackend final : public JitEngine {
   std::string NvrtcVersion() const;
   // Why the cache is off ("" when on).
   std::string CacheReason() const { return cache_ ? cache_->reason() : ""; }
+  // The cache's directory ("" before Start or without NVRTC).
+  std::string CacheDir() const { return cache_ ? cache_->dir() : ""; }
 
   // Blocks until the background queue is empty and no compile runs (tests).
   void WaitIdle();

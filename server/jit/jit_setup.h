@@ -19,4 +19,12 @@ namespace kerneld::server {
 std::unique_ptr<jit::JitBackend> StartJit(const Config& cfg, const DeviceManager& devices,
                                           std::string* error);
 
+// kerneld --jit_precompile_arch=sm_90 --jit_warm=FILE: compiles every
+// kernel of the list for that architecture (planned for
+// --jit_precompile_sms SMs) into --jit_cache_dir and returns the exit
+// status, without a GPU, devices or listening sockets: a container image
+// built on a host without a GPU carries a warmed cache. Every line must
+// compile (exit 1 otherwise, with the line).
+int PrecompileJit(const Config& cfg);
+
 }  // namespace kerneld::server

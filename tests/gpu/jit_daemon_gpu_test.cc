@@ -5,6 +5,7 @@
 // cache directory compiles nothing; --jit=async serves the first request on
 // the AOT kernel and later ones on the JIT kernel; WarmJit loads a kernel
 // before its first request. Exits 77 (skipped) without a GPU.
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -24,23 +25,41 @@ std::map<std::string, Shape> Inputs(const std::string& op, int64_t rows, int64_t
   if (op == "fused_add_rmsnorm")
     return {{"x", {rows, h}}, {"residual", {rows, h}}, {"weight", {h}}};
   if (op == "layernorm") return {{"x", {rows, h}}, {"gamma", {h}}, {"beta", {h}}};
+  if (op == "softmax") return {{"logits", {rows, h}}};
+  if (op == "rope") {
+    // rows tokens; head_dim from h (odd widths: the scalar path), 64 positions.
+    const int64_t head = h % 2 == 0 ? std::min<int64_t>(h, 256) : std::min<int64_t>(h, 255) + 1;
+    return {{"q", {rows, 4, head}},
+            {"k", {rows, 2, head}},
+            {"positions", {rows}},
+            {"cos_sin_cache", {64, head}}};
+  }
   return {{"x", {rows, 2 * h}}};  // the gated activations
 }
 
+// An input's values: positions index the cache; the cache is float32.
+client::HostTensor RandomInput(const std::string& name, DType dt, const Shape& shape,
+                               std::mt19937_64& rng) {
+  if (name == "positions") return client::Random(DType::kInt64, shape, rng, 0, 64);
+  if (name == "cos_sin_cache") return client::Random(DType::kFloat32, shape, rng, -1, 1);
+  return client::Random(dt, shape, rng, -2, 2);
+}
+
 const std::vector<std::string>& JitOps() {
-  static const std::vector<std::string> ops = {"rmsnorm",      "fused_add_rmsnorm",
-                                               "layernorm",    "silu_and_mul",
-                                               "gelu_and_mul", "gelu_tanh_and_mul"};
+  static const std::vector<std::string> ops = {
+      "rmsnorm",      "fused_add_rmsnorm", "layernorm", "silu_and_mul",
+      "gelu_and_mul", "gelu_tanh_and_mul", "softmax",   "rope"};
   return ops;
 }
 
 // (rows, width): tails (1, 127, 4097: the scalar path), the lab plans of
 // rmsnorm (16 x 4096, 64 x 8192, 600 x 8192), rows past the register cache
-// (32768, 40000).
+// (32768, 40000), the norms' split rows on sm_90+ (16 x 16384, 1 x 32768,
+// 64 x 32767 with a tail).
 const std::vector<std::pair<int64_t, int64_t>>& Sizes() {
-  static const std::vector<std::pair<int64_t, int64_t>> s = {{1, 1},      {3, 127},   {5, 128},
-                                                             {2, 4097},   {16, 4096}, {64, 8192},
-                                                             {600, 8192}, {2, 32768}, {1, 40000}};
+  static const std::vector<std::pair<int64_t, int64_t>> s = {
+      {1, 1},      {3, 127},   {5, 128},   {2, 4097},   {16, 4096}, {64, 8192},
+      {600, 8192}, {2, 32768}, {1, 40000}, {16, 16384}, {1, 32768}, {64, 32767}};
   return s;
 }
 
@@ -68,7 +87,7 @@ int CheckAll(Daemon& d, const std::string& backend) {
         req.set_backend(backend);
         HostTensors in;
         for (const auto& [name, shape] : Inputs(op, rows, h)) {
-          in[name] = client::Random(dt, shape, rng, -2, 2);
+          in[name] = RandomInput(name, dt, shape, rng);
           client::ToProto(in[name], &(*req.mutable_inputs())[name]);
         }
         AttrMap attrs;

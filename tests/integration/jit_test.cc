@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -257,6 +258,52 @@ TEST(Jit, PrometheusSeries) {
     EXPECT_TRUE(SeriesValue(m, name, {}).has_value()) << name << "\n" << m;
   EXPECT_NE(m.find("# TYPE kerneld_jit_compile_seconds histogram"), std::string::npos);
   EXPECT_TRUE(SeriesValue(m, "kerneld_jit_compile_seconds_count", {}).has_value());
+}
+
+// kerneld --jit_precompile_arch compiles a warm list for an architecture
+// into the cache and exits, with no GPU (an image built on a host without
+// one): in a CUDA build every line becomes an entry, and a second run finds
+// them all; a build without CUDA has no JIT plans and says so. Nothing is
+// served either way.
+TEST(Jit, PrecompileForAnArchWithoutAGpu) {
+  const std::string dir = TempDir();
+  const std::string file = dir + "/warm.txt";
+  std::ofstream(file) << "# an image's warm list\nrmsnorm bfloat16 16x8192\n"
+                      << "silu_and_mul bfloat16 16x28672   # Llama-3-70B's MLP\n";
+  const std::string cache = dir + "/cache";
+  const std::string cmd =
+      std::string(KERNELD_BINARY) +
+      " --jit_precompile_arch=sm_90 --jit_precompile_sms=132 --jit_warm=" + file +
+      " --jit_cache_dir=" + cache;
+  std::string out;
+  const int rc = RunCapture(cmd, &out);
+  if (out.find("libnvrtc not found") != std::string::npos) {
+    EXPECT_EQ(rc, 1) << out;
+    GTEST_SKIP() << "no libnvrtc here: " << out;
+  }
+  if (out.find("no JIT form in this build") != std::string::npos) {
+    EXPECT_EQ(rc, 1) << out;  // the CPU build: a line that cannot compile fails the list
+    EXPECT_NE(out.find(file + ":2: "), std::string::npos) << out;
+    return;
+  }
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("2 kernels in " + cache + " (2 compiled, 0 already there)"), std::string::npos)
+      << out;
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache))
+    entries += e.path().extension() == ".kjit";
+  EXPECT_EQ(entries, 2);
+  ASSERT_EQ(RunCapture(cmd, &out), 0) << out;
+  EXPECT_NE(out.find("(0 compiled, 2 already there)"), std::string::npos) << out;
+}
+
+TEST(Jit, PrecompileNeedsAWarmListAndAnArch) {
+  std::string out;
+  EXPECT_EQ(RunCapture(std::string(KERNELD_BINARY) + " --jit_precompile_arch=sm_90", &out), 2)
+      << out;
+  EXPECT_NE(out.find("--jit_precompile_arch needs --jit_warm=FILE"), std::string::npos) << out;
+  EXPECT_EQ(RunCapture(std::string(KERNELD_BINARY) + " --jit_precompile_arch=90", &out), 2) << out;
+  EXPECT_NE(out.find("jit_precompile_arch"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -86,7 +86,9 @@ TEST(JitCompiler, CompilesRmsNormForSm90) {
   Compiler compiler(api, &SourceTree::Embedded());
   KernelSpec spec;
   spec.header = "ops/rmsnorm/cuda.cuh";
-  spec.kernels = {"kerneld::cuda::rmsnorm::RmsNormKernel<__half, 8, 2>",
+  // The width compiled in (the last template argument, 1024 packs), as the
+  // plans name it.
+  spec.kernels = {"kerneld::cuda::rmsnorm::RmsNormKernel<__half, 8, 2, 1024>",
                   "kerneld::cuda::rmsnorm::RmsNormRowKernel<__nv_bfloat16, 8, 256, 2, 4, "
                   "kerneld::cuda::rmsnorm::RowWalk::kPersistent>"};
   spec.arch = "sm_90";
@@ -101,7 +103,7 @@ TEST(JitCompiler, CompilesRmsNormForSm90) {
   EXPECT_EQ(mod.cubin.substr(0, 4), std::string("\x7f"
                                                 "ELF"));
   EXPECT_EQ(mod.Symbol(spec.kernels[0]),
-            "_ZN7kerneld4cuda7rmsnorm13RmsNormKernelI6__halfLi8ELi2EEEvPKT_S6_PS4_xiff");
+            "_ZN7kerneld4cuda7rmsnorm13RmsNormKernelI6__halfLi8ELi2ELx1024EEEvPKT_S6_PS4_xiff");
   EXPECT_FALSE(mod.Symbol(spec.kernels[1]).empty());
   EXPECT_EQ(mod.Symbol("nope"), "");
 }

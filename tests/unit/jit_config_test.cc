@@ -46,5 +46,21 @@ TEST(JitConfig, CacheDirAndCap) {
   }
 }
 
+TEST(JitConfig, PrecompileArchAndSms) {
+  Config c;
+  EXPECT_EQ(c.jit_precompile_arch, "");  // the daemon serves unless asked
+  EXPECT_EQ(Parse({"--jit_precompile_arch=sm_90a", "--jit_precompile_sms=132"}, &c), "");
+  EXPECT_EQ(c.jit_precompile_arch, "sm_90a");
+  EXPECT_EQ(c.jit_precompile_sms, 132);
+  for (const char* bad :
+       {"--jit_precompile_arch=", "--jit_precompile_arch=90", "--jit_precompile_arch=sm_",
+        "--jit_precompile_sms=-1", "--jit_precompile_sms=many"}) {
+    Config b;
+    EXPECT_NE(Parse({bad}, &b), "") << bad;
+  }
+  for (const char* flag : {"--jit_precompile_arch=", "--jit_precompile_sms="})
+    EXPECT_NE(FlagsHelp().find(flag), std::string::npos) << flag;
+}
+
 }  // namespace
 }  // namespace kerneld::server
