@@ -19,9 +19,10 @@ Status LayerNorm(KernelContext& ctx) {
   const auto eps = static_cast<float>(ctx.attr_f("eps"));
   return DispatchFloatingCuda(x.dtype, "layernorm", [&](auto tag) {
     using T = decltype(tag);
-    return CudaStatus(layernorm::LayerNorm<T>(x.ptr<T>(), g.ptr<T>(), b.ptr<T>(), y.ptr<T>(),
-                                              r.rows, r.h, eps, ctx.device.sm_count, StreamOf(ctx)),
-                      "layernorm");
+    return CudaStatus(
+        layernorm::LayerNorm<T>(x.ptr<T>(), g.ptr<T>(), b.ptr<T>(), y.ptr<T>(), r.rows, r.h, eps,
+                                ctx.device.sm_count, ctx.device.compute_capability, StreamOf(ctx)),
+        "layernorm");
   });
 }
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "common/cuda/rows.cuh"
+#include "common/cuda/split_rows.cuh"
 #include "common/cuda/width.cuh"
 
 namespace kerneld::cuda::layernorm {
@@ -161,11 +162,80 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+// A row split over the blocks of a cluster (common/cuda/split_rows.cuh):
+// this block's chunk of x, gamma and beta in registers (few rows: the
+// registers are there), the mean and then the squared deviations summed
+// over the cluster (two passes over the cached chunk, as LayerNormKernel),
+// then the chunk written. y may alias x: each thread reads its packs first.
+template <typename T, int N, int kItems, int64_t kUnits = 0, int64_t kChunk = 0>
+__global__ void __launch_bounds__(kSplitMaxThreads)
+    LayerNormSplitKernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y,
+                         int64_t units, int64_t chunk, float eps) {
+  units = Width<kUnits>(units);
+  chunk = Width<kChunk>(chunk);
+  using P = Pack<T, N>;
+  const SplitSlot slot(units, chunk);
+  const P* xr = reinterpret_cast<const P*>(x) + slot.row * units;
+  const P* gp = reinterpret_cast<const P*>(gamma);
+  const P* bp = reinterpret_cast<const P*>(beta);
+  P c[kItems], g[kItems], b[kItems];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < slot.u1) {
+      c[k] = xr[u];
+      g[k] = gp[u];
+      b[k] = bp[u];
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += ToFloat(c[k].v[j]);
+    }
+  }
+  const float h = static_cast<float>(units * N);
+  const float mean = ClusterRowSum(sum) / h;
+  float dev = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < slot.u1) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float d = ToFloat(c[k].v[j]) - mean;
+        dev = fmaf(d, d, dev);
+      }
+    }
+  }
+  const float rstd = rsqrtf(ClusterRowSum(dev) / h + eps);
+  P* yr = reinterpret_cast<P*>(y) + slot.row * units;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
+    if (u < slot.u1) {
+      P o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = FromFloat<T>(
+            fmaf(ToFloat(c[k].v[j]) - mean, rstd * ToFloat(g[k].v[j]), ToFloat(b[k].v[j])));
+      yr[u] = o;
+    }
+  }
+}
+
 #ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 template <typename T, int N>
 cudaError_t Launch(const T* x, const T* g, const T* b, T* y, int64_t rows, int64_t h, float eps,
-                   int sm_count, cudaStream_t stream) {
+                   int sm_count, int cc, cudaStream_t stream) {
   const int64_t units = h / N;
+  if (const SplitRowPlan sp =
+          PlanSplitRows(rows, units, N * static_cast<int>(sizeof(T)), kMaxItems<N>, sm_count, cc);
+      sp.cluster > 0) {
+    bool launched = false;
+    const cudaError_t e = DispatchItems<kMaxItems<N>>(sp.items, [&](auto items) {
+      return LaunchSplitRows(LayerNormSplitKernel<T, N, decltype(items)::value>, sp, rows, stream,
+                             &launched, x, g, b, y, units, sp.chunk, eps);
+    });
+    if (e != cudaSuccess || launched) return e;
+  }
   // Half-type vector rows of up to 1024 packs: at most two packs a thread,
   // blocks of at most 512 threads, full occupancy.
   if constexpr (N > 1 && sizeof(T) == 2) {
@@ -196,14 +266,15 @@ cudaError_t Launch(const T* x, const T* g, const T* b, T* y, int64_t rows, int64
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta over rows of h elements,
 // on `stream`; y may equal x. x, y are [rows, h], gamma and beta [h].
-// sm_count picks the row plan.
+// sm_count picks the row plan; with cc (major * 10 + minor) 90 or more,
+// few wide rows are split over clusters (PlanSplitRows).
 template <typename T>
 cudaError_t LayerNorm(const T* x, const T* gamma, const T* beta, T* y, int64_t rows, int64_t h,
-                      float eps, int sm_count, cudaStream_t stream) {
+                      float eps, int sm_count, int cc, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (VectorRowsOk<T>(h, {x, gamma, beta, y}))
-    return Launch<T, kVecN<T>>(x, gamma, beta, y, rows, h, eps, sm_count, stream);
-  return Launch<T, 1>(x, gamma, beta, y, rows, h, eps, sm_count, stream);
+    return Launch<T, kVecN<T>>(x, gamma, beta, y, rows, h, eps, sm_count, cc, stream);
+  return Launch<T, 1>(x, gamma, beta, y, rows, h, eps, sm_count, cc, stream);
 }
 #endif  // __CUDACC_RTC__
 

@@ -25,6 +25,13 @@ Status PlanLayerNorm(const KernelContext& ctx, const JitTarget& target, JitLaunc
   const int64_t units = r.h / n;
   const std::string ns = "kerneld::cuda::layernorm::";
   out->header = "ops/layernorm/cuda.cuh";
+  const float eps = static_cast<float>(ctx.attr_f("eps"));
+  // Few wide rows on sm_90+: split over clusters, as the AOT launcher.
+  if (int64_t chunk = 0;
+      JitSplitRows(ns + "LayerNormSplitKernel", t, n, r.rows, units, target, out, &chunk)) {
+    out->args.Add(x.raw()).Add(g.raw()).Add(b.raw()).Add(y.raw()).Add(units).Add(chunk).Add(eps);
+    return Status::Ok();
+  }
   RowPlan p;
   std::string bounds;
   // Launch's rules: half-type vector rows of up to 2 * kOccThreads packs
@@ -49,7 +56,7 @@ Status PlanLayerNorm(const KernelContext& ctx, const JitTarget& target, JitLaunc
                           {t.name, JitInt(n), JitInt(p.items), bounds, JitInt(units)});
     out->args.Add(static_cast<int>(units));
   }
-  out->args.Add(static_cast<float>(ctx.attr_f("eps")));
+  out->args.Add(eps);
   return Status::Ok();
 }
 

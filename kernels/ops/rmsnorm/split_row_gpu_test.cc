@@ -1,4 +1,4 @@
-// rmsnorm and fused_add_rmsnorm with rows split over thread-block clusters
+// rmsnorm, fused_add_rmsnorm and layernorm with rows split over thread-block clusters
 // (common/cuda/split_rows.cuh, sm_90+) against the float64 reference: few
 // tokens (1, 16, 64) at wide rows (hidden 8192-32768, the plan's own
 // choice), widths that are not a whole number of 16-byte packs (the scalar
@@ -68,7 +68,8 @@ std::string SplitName(const ::testing::TestParamInfo<SplitParam>& p) {
          (misalign ? "_misaligned" : "");
 }
 
-const auto kSplitOps = ::testing::Values(std::string("rmsnorm"), std::string("fused_add_rmsnorm"));
+const auto kSplitOps = ::testing::Values(std::string("rmsnorm"), std::string("fused_add_rmsnorm"),
+                                         std::string("layernorm"));
 const auto kDTypes = ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32);
 
 // The shapes (hidden 8192, 16384, 32768 at 1, 16, 64 tokens), and
@@ -89,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(WideFewRows, SplitRowGpuTest,
 // leaves the GPU-filling ones alone.
 TEST(SplitRowGpu, ThePlanSplitsFewWideRows) {
   if (!ClustersHere()) GTEST_SKIP() << "clusters need sm_90 or later";
-  for (const std::string op : {"rmsnorm", "fused_add_rmsnorm"}) {
+  for (const std::string op : {"rmsnorm", "fused_add_rmsnorm", "layernorm"}) {
     for (DType dt : FloatTypes()) {
       EXPECT_GT(CheckSplit(op, dt, 16, 16384, false, 0), 0) << op << " " << DTypeName(dt);
       EXPECT_GT(CheckSplit(op, dt, 1, 32768, false, 0), 0) << op << " " << DTypeName(dt);
@@ -110,6 +111,8 @@ TEST(SplitRowGpu, InPlaceAndAttrs) {
     CheckSplit("fused_add_rmsnorm", dt, 16, 16384, true, 0);
     CheckSplit("rmsnorm", dt, 16, 32768, false, 0, gemma);
     CheckSplit("fused_add_rmsnorm", dt, 1, 32768, true, 0, gemma);
+    CheckSplit("layernorm", dt, 16, 16384, true, 0, {{"eps", 1e-3}});
+    CheckSplit("layernorm", dt, 64, 8193, true, 1);
   }
 }
 
@@ -120,7 +123,7 @@ TEST(SplitRowGpu, ForcedSplitsOfAnyShape) {
   if (!ClustersHere()) GTEST_SKIP() << "clusters need sm_90 or later";
   for (int c : {2, 4, 8, 16}) {
     ForceSplit force(c);
-    for (const std::string op : {"rmsnorm", "fused_add_rmsnorm"}) {
+    for (const std::string op : {"rmsnorm", "fused_add_rmsnorm", "layernorm"}) {
       for (DType dt : FloatTypes()) {
         for (auto [rows, h] : std::vector<std::pair<int64_t, int64_t>>{
                  {1, 1}, {3, 7}, {5, 64}, {2, 127}, {300, 1024}, {7, 4097}}) {
