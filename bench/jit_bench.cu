@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "bench_cuda.cuh"
+#include "common/cuda/split_row_plan.h"
 #include "jit/compiler.h"
 #include "jit/cuda_driver.h"
 #include "jit/disk_cache.h"
@@ -372,12 +373,12 @@ int Main(int argc, char** argv) {
 
   std::printf("jit_bench: %s (%s, %d SMs), NVRTC %s, L2 read-flushed, median of %d\n", prop.name,
               arch.c_str(), dev.sm_count, nvrtc->VersionString().c_str(), reps);
-  std::printf("%-18s %-9s %-10s %8s %8s %9s %9s %8s %7s %7s %-6s %s\n", "op", "dtype", "shape",
-              "cold_s", "warm_ms", "aot_us", "jit_us", "jit/aot", "aot_xc", "jit_xc", "agree",
-              "kernel");
+  std::printf("%-18s %-9s %-10s %8s %8s %9s %9s %9s %8s %7s %7s %-6s %s\n", "op", "dtype", "shape",
+              "cold_s", "warm_ms", "aot_us", "jit_us", "1row_us", "jit/aot", "aot_xc", "jit_xc",
+              "agree", "kernel");
   std::string csv =
-      "op,dtype,shape,kernel,cold_s,warm_ms,aot_us,jit_us,copy_us,jit_over_aot,aot_x_copy,"
-      "jit_x_copy,agree\n";
+      "op,dtype,shape,kernel,cold_s,warm_ms,aot_us,jit_us,one_row_us,copy_us,jit_over_aot,"
+      "aot_x_copy,jit_x_copy,agree\n";
   std::mt19937 rng(29);
   for (const std::string& dt_name : dtypes) {
     const auto dt = ParseDType(dt_name);
@@ -465,15 +466,24 @@ int Main(int argc, char** argv) {
       const double aot_us = bench::FlushedMedianUs(s, reps, flush, [&] { (void)aot->fn(ctx); });
       const double jit_us = bench::FlushedMedianUs(
           s, reps, flush, [&] { (void)Launch(*driver, k, launch, dev.sm_count, s); });
-      std::printf("%-18s %-9s %-10s %8.3f %8.2f %9.2f %9.2f %8.3f %7.2f %7.2f %-6s %s\n",
+      // A split-row launch (the norms' few wide rows): the AOT kernel again
+      // with rows never split, one block a row, as before the split plan.
+      double one_row_us = 0;
+      if (launch.cluster.x > 1 && c.op != "softmax") {
+        const int old = cuda::g_force_split_rows.exchange(0);
+        one_row_us = bench::FlushedMedianUs(s, reps, flush, [&] { (void)aot->fn(ctx); });
+        cuda::g_force_split_rows.store(old);
+      }
+      std::printf("%-18s %-9s %-10s %8.3f %8.2f %9.2f %9.2f %9.2f %8.3f %7.2f %7.2f %-6s %s\n",
                   c.op.c_str(), dt_name.c_str(), c.label.c_str(), k.cold_s, k.warm_ms, aot_us,
-                  jit_us, jit_us / aot_us, copy_us / aot_us, copy_us / jit_us, agree.c_str(),
-                  launch.kernel.c_str());
-      char row[512];
-      std::snprintf(row, sizeof row, "%s,%s,%s,\"%s\",%.4f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%s\n",
+                  jit_us, one_row_us, jit_us / aot_us, copy_us / aot_us, copy_us / jit_us,
+                  agree.c_str(), launch.kernel.c_str());
+      char row[640];
+      std::snprintf(row, sizeof row,
+                    "%s,%s,%s,\"%s\",%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%s\n",
                     c.op.c_str(), dt_name.c_str(), c.label.c_str(), launch.kernel.c_str(), k.cold_s,
-                    k.warm_ms, aot_us, jit_us, copy_us, jit_us / aot_us, copy_us / aot_us,
-                    copy_us / jit_us, agree.c_str());
+                    k.warm_ms, aot_us, jit_us, one_row_us, copy_us, jit_us / aot_us,
+                    copy_us / aot_us, copy_us / jit_us, agree.c_str());
       csv += row;
     }
   }
@@ -487,7 +497,8 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "aot_xc, jit_xc: copy time / kernel time (x copy); cold: key + NVRTC compile into "
-      "an empty cache; warm: key + cache hit + cuModuleLoadData\n");
+      "an empty cache; warm: key + cache hit + cuModuleLoadData; 1row_us: the norms' AOT "
+      "kernel without the split-row plan where it splits (0: not split)\n");
   return 0;
 }
 
