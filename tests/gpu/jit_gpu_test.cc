@@ -109,6 +109,33 @@ TEST(JitGpu, CompiledForThisDeviceRunsAndMatchesTheReference) {
   std::filesystem::remove_all(dir);
 }
 
+// The width compiled in (RmsNormKernel's kUnits, as the plans name it)
+// computes what the run-time width does, bit for bit: the same arithmetic,
+// with constant bounds. 127 packs: a tail of a warp.
+TEST(JitGpu, CompiledInWidthMatchesTheRunTimeWidth) {
+  const std::string ns = "kerneld::cuda::rmsnorm::RmsNormKernel<float, 4, 1";
+  const std::string runtime = ns + ">", fixed = ns + ", 127>";
+  std::string why;
+  const std::string arch = DeviceArch(*g_driver, 0, &why);
+  ASSERT_FALSE(arch.empty()) << why;
+  Compiler compiler(g_nvrtc, &SourceTree::Embedded());
+  Program prog;
+  ASSERT_TRUE(compiler.Prepare({"ops/rmsnorm/cuda.cuh", {runtime, fixed}, arch, {}}, &prog).ok());
+  CompiledModule compiled;
+  ASSERT_TRUE(compiler.Compile(prog, &compiled).ok());
+  std::unique_ptr<LoadedModule> mod;
+  ASSERT_TRUE(LoadedModule::Load(*g_driver, 0, compiled, &mod).ok());
+  const int64_t rows = 9;
+  const int h = 4 * 127;
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(static_cast<size_t>(rows) * h), w(static_cast<size_t>(h));
+  for (float& v : x) v = nd(rng);
+  for (float& v : w) v = nd(rng);
+  EXPECT_EQ(RunRmsNorm(*mod, runtime, x, w, rows, h, 1e-6f, 0.0f),
+            RunRmsNorm(*mod, fixed, x, w, rows, h, 1e-6f, 0.0f));
+}
+
 // A CUBIN for another major architecture does not load: a clear error.
 TEST(JitGpu, ACubinForAnotherArchIsRefused) {
   std::string why;
