@@ -1,12 +1,14 @@
 #include "lane_client.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -198,11 +200,20 @@ grpc::Status LaneClient::ExecuteBytes(std::string_view request, std::string* out
 
   const int64_t start = NowNs();
   const int64_t deadline = timeout.count() > 0 ? start + timeout.count() * 1000000 : INT64_MAX;
+  // Adaptive, as the daemon's: an answer that came soon after this thread
+  // went to sleep doubles the spin (up to 1 ms or set_spin's, if larger);
+  // one that took long halves it back to set_spin's.
+  const int64_t spin = adaptive_spin_ns_.load(std::memory_order_relaxed);
+  int64_t slept_at = 0;
+  uint32_t spins = 0;
   uint32_t state;
   while ((state = s->state.load(std::memory_order_acquire)) != lane::kResponse) {
     const int64_t now = NowNs();
-    if (now - start < spin_ns_) {
-      lane::CpuRelax();
+    if (now - start < spin) {
+      if ((++spins & 63) == 0)
+        sched_yield();  // more spinners than cores: let the daemon run
+      else
+        lane::CpuRelax();
       continue;
     }
     if (now >= deadline || DaemonGone()) {
@@ -212,11 +223,18 @@ grpc::Status LaneClient::ExecuteBytes(std::string_view request, std::string* out
                                             "no answer on the lane within the timeout")
                              : Unavailable("the daemon closed the lane");
     }
+    if (slept_at == 0) slept_at = now;
     s->client_waiting.store(1, std::memory_order_seq_cst);
     state = s->state.load(std::memory_order_seq_cst);
     if (state != lane::kResponse)
       lane::FutexWait(&s->state, state, std::min<int64_t>(100'000'000, deadline - now));
     s->client_waiting.store(0, std::memory_order_relaxed);
+  }
+  if (slept_at != 0) {
+    const int64_t max_spin = std::max<int64_t>(spin_ns_, 1'000'000);
+    adaptive_spin_ns_.store(
+        NowNs() - slept_at < 2 * spin ? std::min(max_spin, 2 * spin) : std::max(spin_ns_, spin / 2),
+        std::memory_order_relaxed);
   }
   const int32_t code = s->status_code;
   const uint64_t n = std::min<uint64_t>(s->response_bytes, slot_bytes_);

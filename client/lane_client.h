@@ -15,6 +15,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -53,8 +54,12 @@ class LaneClient {
   // The ring as mapped here, and its memfd (tests of a hostile client).
   void* ring() const { return ring_; }
   int memfd() const { return memfd_; }
-  // How long a waiting call polls its slot before it sleeps.
-  void set_spin(std::chrono::microseconds spin) { spin_ns_ = spin.count() * 1000; }
+  // How long a waiting call polls its slot before it sleeps, at least (it
+  // adapts upwards when answers come just after it slept).
+  void set_spin(std::chrono::microseconds spin) {
+    spin_ns_ = spin.count() * 1000;
+    adaptive_spin_ns_.store(spin_ns_);
+  }
 
  private:
   LaneClient() = default;
@@ -67,6 +72,7 @@ class LaneClient {
   uint64_t ring_bytes_ = 0, slot_bytes_ = 0;
   uint32_t slots_ = 0;
   int64_t spin_ns_ = 50000;
+  std::atomic<int64_t> adaptive_spin_ns_{50000};
   std::mutex mu_;
   std::condition_variable free_cv_;
   std::vector<int> free_;

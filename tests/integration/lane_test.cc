@@ -305,7 +305,7 @@ TEST(LaneTest, ManyClientsMixedRequestsNoneLostOrMismatched) {
     ASSERT_TRUE(ld.d->unix_client().Execute(reqs.back(), &r).ok());
     want.push_back(OutputBytes(r));
   }
-  constexpr int kClients = 8, kPerClient = 1500;
+  constexpr int kClients = 64, kPerClient = 2000;
   std::atomic<int> ok{0}, mismatched{0}, failed{0}, refused_right{0};
   std::vector<std::thread> threads;
   for (int c = 0; c < kClients; ++c) {
