@@ -92,6 +92,8 @@ std::string FlagsHelp() {
   --max_inflight_mb=N    request bytes held at once, inline inputs and outputs of all
                          requests in flight (default 4096); beyond: RESOURCE_EXHAUSTED
   --max_graph_steps=N    steps one ExecuteGraph may have (default 256; docs/graphs.md)
+  --graph_cache_entries=N  request graphs kept captured as CUDA graphs per GPU stream,
+                         least recently used dropped first (default 64; 0: no replay)
   --cpu_workers=N        requests the CPU backend runs at once (default 2)
   --cuda_streams=N       requests one GPU runs at once, each on its own stream and worker
                          thread (default 4); inline runs count too (--inline_max_kb)
@@ -268,6 +270,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          return ParseInt(v, &cfg->max_graph_steps) && cfg->max_graph_steps > 0 &&
                 cfg->max_graph_steps <= 65536;
+       }},
+      {"graph_cache_entries",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->graph_cache_entries) && cfg->graph_cache_entries >= 0 &&
+                cfg->graph_cache_entries <= 65536;
        }},
       {"cpu_workers",
        [&](const std::string& v) {

@@ -19,6 +19,7 @@ struct Config {
   int max_message_mb = 256;
   int max_inflight_mb = 4096;         // request bytes held at once (inline in + out)
   int max_graph_steps = 256;          // steps one ExecuteGraph may have (docs/graphs.md)
+  int graph_cache_entries = 64;       // CUDA graphs cached per GPU stream; 0: no replay
   int cpu_workers = 2;                // requests the CPU runs concurrently
   int cuda_streams = 4;               // requests one GPU runs concurrently (a thread each)
   int cpu_threads = 0;                // intra-op threads; 0 = hardware concurrency

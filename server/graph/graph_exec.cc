@@ -5,6 +5,7 @@
 
 #include "graph/graph_device.h"
 #include "graph/graph_memory.h"
+#include "graph/graph_replay.h"
 #include "kerneld/call.h"
 #include "kerneld/size.h"
 
@@ -51,29 +52,10 @@ const OpDef& GraphOpDef() {
   return *op;
 }
 
-Status RunGraph(const GraphPlan& plan, const std::vector<const ImplDef*>& impls,
-                KernelContext& ctx) {
-  const GraphDeviceOps* ops = ctx.device.device.is_cuda() ? CudaGraphOps() : &HostGraphOps();
-  if (ops == nullptr) return Internal("graph: this build has no CUDA support");
-  if (impls.size() != plan.steps.size() || ctx.inputs.size() != plan.input_names.size() ||
-      ctx.outputs.size() != plan.outputs.size())
-    return Internal("graph: the task does not match its plan");
-  char* arena = nullptr;
-  if (plan.arena_bytes > 0) {
-    Status err;
-    arena = static_cast<char*>(ops->Alloc(ctx, plan.arena_bytes, &err));
-    if (arena == nullptr) return err;
-  }
-  // Freed however the steps end (on CUDA, ordered after the last launch).
-  struct Release {
-    const GraphDeviceOps* ops;
-    const KernelContext& ctx;
-    char* arena;
-    ~Release() {
-      if (arena != nullptr) ops->Free(ctx, arena);
-    }
-  } release{ops, ctx, arena};
-
+Status RunGraphSteps(const GraphPlan& plan, const std::vector<const ImplDef*>& impls,
+                     const GraphDeviceOps& ops, const KernelContext& ctx,
+                     const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+                     char* arena) {
   auto view_of = [&](int id) {
     const GraphValue& v = plan.values[static_cast<size_t>(id)];
     TensorView t;
@@ -83,8 +65,8 @@ Status RunGraph(const GraphPlan& plan, const std::vector<const ImplDef*>& impls,
       case GraphStorage::Kind::kInput:
       case GraphStorage::Kind::kOutput: {
         const TensorView& s = v.storage.kind == GraphStorage::Kind::kInput
-                                  ? ctx.inputs[static_cast<size_t>(v.storage.index)]
-                                  : ctx.outputs[static_cast<size_t>(v.storage.index)];
+                                  ? inputs[static_cast<size_t>(v.storage.index)]
+                                  : outputs[static_cast<size_t>(v.storage.index)];
         t.data = s.data;
         t.byte_offset = s.byte_offset;
         t.device = s.device;
@@ -109,7 +91,7 @@ Status RunGraph(const GraphPlan& plan, const std::vector<const ImplDef*>& impls,
     };
     for (const auto& [from, to] : st.copies) {
       const TensorView src = view_of(from), dst = view_of(to);
-      if (Status e = ops->Copy(ctx, const_cast<void*>(dst.raw()), src.raw(), src.nbytes()); !e.ok())
+      if (Status e = ops.Copy(ctx, const_cast<void*>(dst.raw()), src.raw(), src.nbytes()); !e.ok())
         return failed(e);
     }
     k.op = st.op;
@@ -126,12 +108,43 @@ Status RunGraph(const GraphPlan& plan, const std::vector<const ImplDef*>& impls,
   return Status::Ok();
 }
 
+Status RunGraph(const GraphPlan& plan, const std::vector<const ImplDef*>& impls,
+                KernelContext& ctx) {
+  const GraphDeviceOps* ops = ctx.device.device.is_cuda() ? CudaGraphOps() : &HostGraphOps();
+  if (ops == nullptr) return Internal("graph: this build has no CUDA support");
+  if (impls.size() != plan.steps.size() || ctx.inputs.size() != plan.input_names.size() ||
+      ctx.outputs.size() != plan.outputs.size())
+    return Internal("graph: the task does not match its plan");
+  char* arena = nullptr;
+  if (plan.arena_bytes > 0) {
+    Status err;
+    arena = static_cast<char*>(ops->Alloc(ctx, plan.arena_bytes, &err));
+    if (arena == nullptr) return err;
+  }
+  // Freed however the steps end (on CUDA, ordered after the last launch).
+  struct Release {
+    const GraphDeviceOps* ops;
+    const KernelContext& ctx;
+    char* arena;
+    ~Release() {
+      if (arena != nullptr) ops->Free(ctx, arena);
+    }
+  } release{ops, ctx, arena};
+  return RunGraphSteps(plan, impls, *ops, ctx, ctx.inputs, ctx.outputs, arena);
+}
+
 ImplDef MakeGraphImpl(std::shared_ptr<const GraphPlan> plan, std::vector<const ImplDef*> impls,
-                      DeviceKind kind, std::string backend) {
+                      DeviceKind kind, std::string backend, GraphReplayOptions replay) {
   ImplDef impl;
   impl.backend = std::move(backend);
   impl.requires_.device_kind = kind;
-  impl.fn = [plan = std::move(plan), impls = std::move(impls)](KernelContext& ctx) {
+  impl.fn = [plan = std::move(plan), impls = std::move(impls),
+             replay = std::move(replay)](KernelContext& ctx) {
+    if (ctx.device.device.is_cuda() && replay.cache_entries > 0) {
+      bool ran = false;
+      Status st = RunGraphReplayed(*plan, impls, replay, ctx, &ran);
+      if (ran || !st.ok()) return st;
+    }
     return RunGraph(*plan, impls, ctx);
   };
   return impl;

@@ -369,7 +369,27 @@ void GraphRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl) 
   const DeviceInfo& dev = worker->info();
   c.series = metrics_.For("graph", impls.front()->backend, DeviceManager::Label(dev));
   c.device_id = dev.device.ToString();
-  c.impl = MakeGraphImpl(c.plan, impls, dev.device.kind, impls.front()->backend);
+  // What names each graph tensor's memory across calls, for replay: a
+  // device buffer by its id and offset; host memory (inline bytes, shared
+  // memory) is staged by the worker at addresses that change every call.
+  GraphReplayOptions replay;
+  if (dev.device.is_cuda()) {
+    replay.cache_entries = cfg_.graph_cache_entries;
+    for (size_t i = 0; i < plan.input_names.size(); ++i) {
+      const v1::Tensor& t = req.inputs().at(plan.input_names[i]);
+      replay.inputs.push_back(
+          t.data_case() == v1::Tensor::kBuffer && task_call.inputs[i].device.is_cuda()
+              ? t.buffer().buffer_id() + "+" + std::to_string(t.buffer().offset())
+              : std::string());
+    }
+    for (size_t j = 0; j < plan.outputs.size(); ++j) {
+      const GraphOutputPlan& o = plan.outputs[j];
+      replay.outputs.push_back(o.to_buffer && task_call.outputs[j].device.is_cuda()
+                                   ? o.buffer.buffer_id() + "+" + std::to_string(o.buffer.offset())
+                                   : std::string());
+    }
+  }
+  c.impl = MakeGraphImpl(c.plan, impls, dev.device.kind, impls.front()->backend, std::move(replay));
 
   auto task = std::make_unique<Task>();
   task->call = std::move(task_call);

@@ -10,6 +10,7 @@
 #include "buffers/buffer_sources.h"
 #include "build_info.h"
 #include "devices/device_manager.h"
+#include "graph/graph_metrics.h"
 #include "metrics/jit_metrics.h"
 #include "metrics/lane_metrics.h"
 #include "metrics/nvml.h"
@@ -284,6 +285,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
   for (auto& f : PrincipalStats::Global().Collect(buffers)) out.push_back(std::move(f));
   for (auto& f : ProcessFamilies()) out.push_back(std::move(f));
   for (auto& f : JitFamilies()) out.push_back(std::move(f));  // metrics/jit_metrics.h
+  for (auto& f : GraphFamilies()) out.push_back(std::move(f));  // graph/graph_metrics.h
   for (auto& f : LaneFamilies()) out.push_back(std::move(f));  // metrics/lane_metrics.h
   return out;
 }
