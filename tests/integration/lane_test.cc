@@ -425,6 +425,64 @@ TEST(LaneTest, DrainAnswersInFlightThenRefuses) {
   EXPECT_EQ(ld.d->Terminate(), 0);
 }
 
+TEST(LaneTest, InflightQuotaCountsLaneAndGrpcTogether) {
+  LaneDaemon ld({"--enable_test_ops", "--quota_inflight=1"});
+  ASSERT_TRUE(ld.d->ok());
+  auto busy = ld.Connect();
+  auto other = ld.Connect();
+  ASSERT_TRUE(busy && other);
+  grpc::Status first;
+  std::thread t([&] {
+    v1::ExecuteResponse r;
+    first = busy->Execute(SleepRequest(400), &r);
+  });
+  ASSERT_TRUE(Eventually([&] {
+    return SeriesValue(ld.d->Metrics(), "kerneld_principal_requests_inflight_max", {})
+               .value_or(0) >= 1;
+  }));
+  // The same uid, on another lane and on gRPC's unix socket: over quota.
+  v1::ExecuteResponse r;
+  const grpc::Status by_lane = other->Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &r);
+  EXPECT_EQ(by_lane.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << by_lane.error_message();
+  EXPECT_EQ(ld.d->unix_client().Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &r).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  t.join();
+  EXPECT_TRUE(first.ok()) << first.error_message();
+  EXPECT_TRUE(other->Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &r).ok());
+}
+
+TEST(LaneTest, ARequestPastItsDeadlineIsNotRun) {
+  LaneDaemon ld({"--enable_test_ops", "--cpu_workers=1"});
+  ASSERT_TRUE(ld.d->ok());
+  auto busy = ld.Connect();
+  auto late = ld.Connect();
+  ASSERT_TRUE(busy && late);
+  std::thread t([&] {
+    v1::ExecuteResponse r;
+    EXPECT_TRUE(busy->Execute(SleepRequest(300), &r).ok());
+  });
+  ASSERT_TRUE(Eventually([&] {
+    return SeriesValue(ld.d->Metrics(), "kerneld_principal_requests_inflight_max", {})
+               .value_or(0) >= 1;
+  }));
+  // 5 ms to live behind 300 ms of work on the one worker; the slot's own
+  // timeout, read by the daemon (the client waits without one).
+  std::string bytes;
+  SleepRequest(1).SerializeToString(&bytes);
+  auto* s = lane::SlotAt(late->ring(), late->slot_bytes(), 0);
+  std::memcpy(lane::SlotPayload(s), bytes.data(), bytes.size());
+  s->request_bytes = bytes.size();
+  s->timeout_us = 5000;
+  s->state.store(lane::kRequest);
+  auto* h = static_cast<lane::RingHeader*>(late->ring());
+  h->doorbell.fetch_add(1);
+  lane::FutexWakeAll(&h->doorbell);
+  ASSERT_TRUE(Eventually([&] { return s->state.load() == lane::kResponse; }));
+  EXPECT_EQ(s->status_code, static_cast<int32_t>(grpc::StatusCode::DEADLINE_EXCEEDED))
+      << std::string(lane::SlotPayload(s), s->response_bytes);
+  t.join();
+}
+
 TEST(LaneTest, IdleLanesCostNearlyNoCpu) {
   LaneDaemon ld;
   ASSERT_TRUE(ld.d->ok());
