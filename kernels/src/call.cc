@@ -2,6 +2,7 @@
 #include "kerneld/call.h"
 
 #include "kerneld/check.h"
+#include "kerneld/size.h"
 
 namespace kerneld {
 
@@ -31,39 +32,36 @@ int OutputSource(const OpDef& op, size_t i, const std::string& alias) {
 }
 
 Status LayOutOutputs(const std::vector<OutputSpec>& specs, const std::string& alias,
-                     const OutputPlacer& place, KernelContext* ctx) {
+                     std::span<const OutputPlace> placed, KernelContext* ctx) {
   const OpDef& op = *ctx->op;
-  const Device device = ctx->inputs.empty() ? Device::Cpu() : ctx->inputs[0].device;
   ctx->outputs.assign(op.outputs.size(), TensorView{});
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     TensorView& v = ctx->outputs[i];
     v.dtype = specs[i].dtype;
     v.shape = specs[i].shape;
-    v.device = device;
-    if (const int src = OutputSource(op, i, alias); src >= 0) {
-      const TensorView& in = ctx->inputs[static_cast<size_t>(src)];
-      v.data = in.data;
-      v.byte_offset = in.byte_offset;
-      v.device = in.device;
-    } else {
-      KERNELD_RETURN_IF_ERROR(place(i, &v));
-    }
+    const int src = OutputSource(op, i, alias);
+    const TensorView* in = src >= 0 ? &ctx->inputs[static_cast<size_t>(src)] : nullptr;
+    v.data = in ? in->data : placed[i].data;
+    v.byte_offset = in ? in->byte_offset : placed[i].byte_offset;
+    v.device = in ? in->device : placed[i].device;
   }
   return CheckAliasing(*ctx);
 }
 
 Status LayOutOutputs(const std::vector<OutputSpec>& specs, const std::string& alias,
                      const OutputAllocator& alloc, KernelContext* ctx) {
-  return LayOutOutputs(
-      specs, alias,
-      [&](size_t i, TensorView* v) {
-        v->data = alloc(specs[i], v->nbytes());
-        if (v->data == nullptr && v->nbytes() > 0)
-          return ResourceExhausted(ctx->op->name + ": cannot allocate output '" +
-                                   ctx->op->outputs[i].name + "'");
-        return Status::Ok();
-      },
-      ctx);
+  const OpDef& op = *ctx->op;
+  const Device device = ctx->inputs.empty() ? Device::Cpu() : ctx->inputs[0].device;
+  std::vector<OutputPlace> placed(op.outputs.size());
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    if (OutputSource(op, i, alias) >= 0) continue;
+    const int64_t bytes = CheckedBytes(specs[i].shape, specs[i].dtype).value_or(0);
+    placed[i].data = alloc(specs[i], bytes);
+    placed[i].device = device;
+    if (placed[i].data == nullptr && bytes > 0)
+      return ResourceExhausted(op.name + ": cannot allocate output '" + op.outputs[i].name + "'");
+  }
+  return LayOutOutputs(specs, alias, placed, ctx);
 }
 
 Status PrepareCall(const OpDef& op, const AttrMap& given, const std::string& alias,

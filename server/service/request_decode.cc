@@ -1,6 +1,7 @@
 #include "service/request_decode.h"
 
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "absl/container/inlined_vector.h"
@@ -17,7 +18,7 @@ std::string NameList(const std::vector<std::string>& v) { return "{" + Join(v) +
 
 // Where a BufferRef points, checked: the region, its device, the pointer.
 Status ResolveRef(BufferRegistry* reg, const Principal& who, WhatFn what, const v1::BufferRef& ref,
-                  int64_t nbytes, DType dt, DecodedRequest* d, TensorView* v) {
+                  int64_t nbytes, DType dt, DecodedRequest* d, OutputPlace* v) {
   if (reg == nullptr)
     return {StatusCode::kUnimplemented, what() + ": this server has no buffer registry"};
   RegionPin pin;
@@ -96,10 +97,15 @@ Status DecodeInputData(const v1::Tensor& t, int64_t nbytes, WhatFn what, BufferR
       }
       return Status::Ok();
     }
-    case v1::Tensor::kBuffer:
-      KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, what, t.buffer(), nbytes, v->dtype, d, v));
+    case v1::Tensor::kBuffer: {
+      OutputPlace at;  // the same three fields, for an input
+      KERNELD_RETURN_IF_ERROR(ResolveRef(reg, who, what, t.buffer(), nbytes, v->dtype, d, &at));
+      v->data = at.data;
+      v->byte_offset = at.byte_offset;
+      v->device = at.device;
       d->bytes_in_buffer += static_cast<uint64_t>(nbytes);
       return Status::Ok();
+    }
     case v1::Tensor::DATA_NOT_SET:
       break;
   }
@@ -207,62 +213,51 @@ Status ReserveOutputs(const v1::ExecuteRequest& req, const std::vector<OutputSpe
   return Status::Ok();
 }
 
-// The outputs' headers in the response, and their memory through the
-// library's layout (kerneld/call.h, LayOutOutputs, which also enforces the
-// aliasing rules). An output is computed straight into the response's bytes
-// (no extra copy) or into the client's buffer. An in-place output is its
+// The outputs' headers in the response and their memory, laid out by the
+// library (kerneld/call.h, LayOutOutputs, which also enforces the aliasing
+// rules). An output is computed straight into the response's bytes (no
+// extra copy) or into the client's buffer. An in-place output is its
 // input's memory: for an inline input, that input is first copied into the
 // response, and the kernel reads and writes the copy (the request's bytes
 // are never modified).
 Status PlaceOutputs(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, BufferRegistry* reg,
                     const Principal& who, const std::vector<OutputSpec>& specs, DecodedRequest* d) {
-  struct Placing {
-    const v1::ExecuteRequest& req;
-    BufferRegistry* reg;
-    const Principal& who;
-    DecodedRequest* d;
-    absl::InlinedVector<v1::Tensor*, 4> out;  // the response's, in schema order
-  } p{req, reg, who, d, {}};
   const OpDef& op = *d->call.op;
+  absl::InlinedVector<OutputPlace, 4> placed(op.outputs.size());
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     const OutputDef& od = op.outputs[i];
     v1::Tensor& out = (*resp->mutable_outputs())[od.name];
-    p.out.push_back(&out);
     out.set_dtype(ToProto(specs[i].dtype));
     for (int64_t s : specs[i].shape) out.add_shape(s);
-    if (od.in_place_of.empty()) continue;
-    const v1::Tensor& in_t = req.inputs().at(od.in_place_of);
-    if (in_t.data_case() == v1::Tensor::kBuffer) {
-      *out.mutable_buffer() = in_t.buffer();  // written in place, in the client's buffer
-    } else {
+    if (!od.in_place_of.empty()) {
+      const v1::Tensor& in_t = req.inputs().at(od.in_place_of);
+      if (in_t.data_case() == v1::Tensor::kBuffer) {
+        *out.mutable_buffer() = in_t.buffer();  // written in place, in the client's buffer
+        continue;
+      }
       TensorView& in = d->call.inputs[static_cast<size_t>(op.InputIndex(od.in_place_of))];
       std::string* bytes = out.mutable_inline_data();
       bytes->assign(static_cast<const char*>(in.raw()), static_cast<size_t>(in.nbytes()));
       in.data = bytes->data();
       in.byte_offset = 0;
+      continue;
+    }
+    const int64_t nbytes = CheckedBytes(specs[i].shape, specs[i].dtype).value_or(0);
+    auto at = req.outputs().find(od.name);
+    if (at != req.outputs().end() && at->second.data_case() == v1::Tensor::kBuffer) {
+      KERNELD_RETURN_IF_ERROR(ResolveRef(
+          reg, who, [&] { return op.name + ": output '" + od.name + "'"; }, at->second.buffer(),
+          nbytes, specs[i].dtype, d, &placed[i]));
+      *out.mutable_buffer() = at->second.buffer();
+    } else {
+      std::string* bytes = out.mutable_inline_data();
+      bytes->resize(static_cast<size_t>(nbytes));
+      placed[i].data = bytes->data();
+      placed[i].device = Device::Cpu();
     }
   }
-  // One reference captured: the std::function holds it without allocating.
-  return LayOutOutputs(
-      specs, /*alias=*/"",
-      [&p](size_t i, TensorView* v) -> Status {
-        const OutputDef& od = p.d->call.op->outputs[i];
-        v1::Tensor& out = *p.out[i];
-        auto placed = p.req.outputs().find(od.name);
-        if (placed != p.req.outputs().end() && placed->second.data_case() == v1::Tensor::kBuffer) {
-          KERNELD_RETURN_IF_ERROR(ResolveRef(
-              p.reg, p.who, [&] { return p.d->call.op->name + ": output '" + od.name + "'"; },
-              placed->second.buffer(), v->nbytes(), v->dtype, p.d, v));
-          *out.mutable_buffer() = placed->second.buffer();
-          return Status::Ok();
-        }
-        std::string* bytes = out.mutable_inline_data();
-        bytes->resize(static_cast<size_t>(v->nbytes()));
-        v->data = bytes->data();
-        v->device = Device::Cpu();
-        return Status::Ok();
-      },
-      &d->call);
+  return LayOutOutputs(specs, /*alias=*/"",
+                       std::span<const OutputPlace>(placed.data(), placed.size()), &d->call);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 // LayOutStaging gives the slots of a device's staging arena for the views
 // it cannot read; Call runs one implementation. The server
 // (service/request_decode.cc places outputs in the response or a client's
-// buffer through LayOutOutputs; devices/cuda_worker.cc stages host views
+// buffer, and LayOutOutputs lays them out; devices/cuda_worker.cc stages host views
 // through LayOutStaging; the device workers call), the test harness
 // (kernels/testing/op_runner.h, RunOp) and bench/kernel_bench.cu (PrepareCall)
 // all go through here, so each rule is written once.
@@ -42,21 +42,26 @@ Status Prepare(const OpDef& op, const AttrMap& given, KernelContext* ctx,
 // `alias`. -1: the output gets memory of its own.
 int OutputSource(const OpDef& op, size_t i, const std::string& alias);
 
-// Memory for output `index` (not one written over an input): sets
-// out->data, and out->device where it is not the inputs' device (preset);
-// dtype and shape are set. A status other than OK ends the layout.
-using OutputPlacer = std::function<Status(size_t index, TensorView* out)>;
+// Where a caller put one output (an output with no OutputSource): its
+// memory and the device that memory is on.
+struct OutputPlace {
+  void* data = nullptr;
+  int64_t byte_offset = 0;
+  Device device;
+};
 
 // Lays out ctx->outputs from specs: an output with an OutputSource is that
-// input's memory; every other one is place()'s. Then CheckAliasing.
+// input's memory; every other one is placed[i] (placed has one entry per
+// output; the others' are not read). Then CheckAliasing.
 Status LayOutOutputs(const std::vector<OutputSpec>& specs, const std::string& alias,
-                     const OutputPlacer& place, KernelContext* ctx);
+                     std::span<const OutputPlace> placed, KernelContext* ctx);
 
 // Memory for one output of `bytes` bytes (a device's, or the host's); null
 // (with bytes > 0) is RESOURCE_EXHAUSTED.
 using OutputAllocator = std::function<void*(const OutputSpec& spec, int64_t bytes)>;
 
 // LayOutOutputs with fresh memory from alloc(), on the device of the inputs.
+// The test harness and the bench.
 Status LayOutOutputs(const std::vector<OutputSpec>& specs, const std::string& alias,
                      const OutputAllocator& alloc, KernelContext* ctx);
 
