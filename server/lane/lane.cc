@@ -43,6 +43,10 @@ int MaxSpinners() {
   return n;
 }
 
+// One read of a word the client may be writing: volatile, so that the
+// compiler neither repeats nor defers it; every later use is of the copy.
+uint64_t ReadOnce(const uint64_t& v) { return *static_cast<const volatile uint64_t*>(&v); }
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -311,8 +315,9 @@ void Lane::Take(uint32_t i) {
   busy_[i].store(true, std::memory_order_release);
   // One copy of the header, then of the bytes it describes; nothing below
   // reads the slot again, whatever the client writes meanwhile.
-  SlotHeader h;
-  std::memcpy(static_cast<void*>(&h), s, sizeof h);
+  struct {
+    uint64_t request_id, request_bytes, timeout_us;
+  } h{ReadOnce(s->request_id), ReadOnce(s->request_bytes), ReadOnce(s->timeout_us)};
   if (h.request_bytes > opt_.slot_bytes) {
     Answer(i, h.request_id, StatusCode::kInvalidArgument,
            "the slot's request length " + std::to_string(h.request_bytes) +

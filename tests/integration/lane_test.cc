@@ -483,6 +483,26 @@ TEST(LaneTest, ARequestPastItsDeadlineIsNotRun) {
   t.join();
 }
 
+TEST(LaneTest, KernelctlRunsOnTheLaneAndSaysWhenThereIsNone) {
+  LaneDaemon ld;
+  ASSERT_TRUE(ld.d->ok());
+  const std::string ctl = std::string(KERNELCTL_BINARY) + " --target " + ld.d->unix_target();
+  std::string out;
+  EXPECT_EQ(RunCapture(ctl + " --lane " + ld.path +
+                           " run scale --attr factor=2 --repeat 50 --check --via shm",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("PASS"), std::string::npos) << out;
+  EXPECT_EQ(RunCapture(ctl + " --lane " + ld.path + " run scale --attr factor=2 --check", &out), 0)
+      << out;
+  EXPECT_EQ(SeriesValue(ld.d->Metrics(), "kerneld_lane_requests_total", {"code=\"OK\""}), 51);
+  // No lane there: an error that says so, not gRPC instead.
+  EXPECT_NE(RunCapture(ctl + " --lane " + ld.dir + "/nothing.sock run scale --attr factor=2", &out),
+            0);
+  EXPECT_NE(out.find("no kerneld lane at"), std::string::npos) << out;
+}
+
 TEST(LaneTest, IdleLanesCostNearlyNoCpu) {
   LaneDaemon ld;
   ASSERT_TRUE(ld.d->ok());
