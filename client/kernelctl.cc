@@ -26,6 +26,7 @@
 #include "client.h"
 #include "credentials.h"
 #include "input_gen.h"
+#include "graph_commands.h"
 #include "jit_commands.h"
 #include "kerneld/percentile.h"
 #include "lane_client.h"
@@ -687,6 +688,8 @@ int main(int argc, char** argv) {
   CLI::App* buffers = AddBuffersCommand(app, &bo);
   JitOptions jo;
   CLI::App* jit = AddJitCommand(app, &jo);
+  GraphOptions go;
+  CLI::App* graph = AddGraphCommand(app, &go);
 
   ReplayFlags rf;
   CLI::App* replay = app.add_subcommand(
@@ -774,7 +777,7 @@ int main(int argc, char** argv) {
   perf->add_option("--json", pf.json, "write one JSON record per level and target to FILE")
       ->type_name("FILE");
 
-  for (CLI::App* sub : {info, list, health, buffers, jit, replay, run, perf})
+  for (CLI::App* sub : {info, list, health, buffers, jit, graph, replay, run, perf})
     sub->footer(kGlobalsNote);
   for (CLI::App* sub : buffers->get_subcommands({})) sub->footer(kGlobalsNote);
   for (CLI::App* sub : jit->get_subcommands({})) sub->footer(kGlobalsNote);
@@ -816,7 +819,7 @@ int main(int argc, char** argv) {
         !word.empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr &&
         app.get_subcommands().empty()) {
       std::fprintf(stderr,
-                   "kernelctl: unknown command '%s' (info, list, health, buffers, jit, replay, "
+                   "kernelctl: unknown command '%s' (info, list, health, buffers, jit, graph, replay, "
                    "run, perf); kernelctl --help describes them\n",
                    word.c_str());
       return 2;
@@ -871,6 +874,7 @@ int main(int argc, char** argv) {
   }
   if (buffers->parsed()) return BuffersCommand(c, bo);
   if (jit->parsed()) return JitCommand(c, jo);
+  if (graph->parsed()) return GraphCommand(c, g.target, go);
   if (replay->parsed()) return ReplayCommand(c, rf);
   if (run->parsed()) {
     std::unique_ptr<LaneClient> lane;
