@@ -59,14 +59,16 @@ std::unique_ptr<LaneClient> LaneClient::Connect(const std::string& target, const
   h.token_bytes = static_cast<uint32_t>(token.size());
   std::memcpy(hello.data(), &h, sizeof h);
   hello += token;
+  // A daemon that refuses at once (--max_lanes, --quota_lanes, draining)
+  // answers before it reads the hello and closes: its welcome says why.
+  std::string send_error;
   if (send(c->sock_, hello.data(), hello.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(hello.size())) {
-    *error = Unavailable(std::string("cannot send the lane hello: ") + std::strerror(errno));
-    return nullptr;
-  }
+      static_cast<ssize_t>(hello.size()))
+    send_error = std::string("cannot send the lane hello: ") + std::strerror(errno);
   pollfd p{c->sock_, POLLIN, 0};
   if (poll(&p, 1, 10000) <= 0) {
-    *error = Unavailable("the daemon did not answer the lane hello within 10 s");
+    *error = Unavailable(
+        !send_error.empty() ? send_error : "the daemon did not answer the lane hello within 10 s");
     return nullptr;
   }
   lane::Welcome w;
@@ -77,12 +79,17 @@ std::unique_ptr<LaneClient> LaneClient::Connect(const std::string& target, const
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  const ssize_t n = recvmsg(c->sock_, &msg, MSG_CMSG_CLOEXEC);
+  ssize_t n = recvmsg(c->sock_, &msg, MSG_CMSG_CLOEXEC);
+  // A daemon that refused and closed before reading the hello leaves
+  // ECONNRESET pending ahead of its welcome; the error is reported once.
+  if (n < 0 && errno == ECONNRESET) n = recvmsg(c->sock_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm))
     if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
       std::memcpy(&c->memfd_, CMSG_DATA(cm), sizeof(int));
   if (n != static_cast<ssize_t>(sizeof w) || w.magic != lane::kWelcomeMagic) {
-    *error = Unavailable("the lane socket's answer is not a kerneld lane welcome");
+    *error =
+        Unavailable(!send_error.empty() ? send_error
+                                        : "the lane socket's answer is not a kerneld lane welcome");
     return nullptr;
   }
   if (w.code != 0) {

@@ -80,6 +80,7 @@ std::string FlagsHelp() {
   --lane_slot_kb=N       bytes of one slot, request or response (default 256; 4..65536)
   --lane_spin_us=N       a busy lane polls this long before it sleeps (default 50)
   --max_lanes=N          lanes open at once (default 256)
+  --quota_lanes=N        lanes one uid may hold at once (default 64; 0: no limit)
   --metrics_listen=ADDR  Prometheus /metrics endpoint (default 127.0.0.1:9400; "off")
   --log_level=N          0 off, 1 one line per request, 3 adds shapes and attrs
                          (env KERNELD_LOG_LEVEL)
@@ -223,6 +224,11 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          return ParseInt(v, &cfg->lane_spin_us) && cfg->lane_spin_us >= 0 &&
                 cfg->lane_spin_us <= 1000000;
+       }},
+      {"quota_lanes",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->quota_lanes) && cfg->quota_lanes >= 0 &&
+                cfg->quota_lanes <= 65536;
        }},
       {"max_lanes",
        [&](const std::string& v) {

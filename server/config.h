@@ -46,6 +46,7 @@ struct Config {
   int lane_slot_kb = 256;      // bytes of one slot (request or response)
   int lane_spin_us = 50;       // a busy lane's thread polls this long before it sleeps
   int max_lanes = 256;         // lanes open at once, daemon-wide
+  int quota_lanes = 64;        // lanes one uid holds at once; 0: no limit
   bool enable_cuda = true;               // false: serve from the CPU even with a GPU
   std::string ready_file;                // written with the bound addresses once serving
   bool enable_test_ops = false;          // serve the "_test_*" ops (tests only)

@@ -82,15 +82,16 @@ void Lane::Stop() {
   // Wakes a thread still waiting for the hello; a client learns the lane
   // is closed.
   shutdown(sock_, SHUT_RDWR);
-  if (header_ != nullptr) {
+  if (lane::RingHeader* h = published_.load(std::memory_order_acquire); h != nullptr) {
     // The daemon's own mapping: the client cannot take it away.
-    header_->doorbell.fetch_add(1);
-    lane::FutexWakeAll(&header_->doorbell);
+    h->doorbell.fetch_add(1);
+    lane::FutexWakeAll(&h->doorbell);
   }
 }
 
 void Lane::Close() {
-  if (header_ != nullptr) header_->closed.store(1);
+  if (lane::RingHeader* h = published_.load(std::memory_order_acquire); h != nullptr)
+    h->closed.store(1);
 }
 
 void Lane::Refuse(StatusCode code, const std::string& why) {
@@ -161,6 +162,7 @@ bool Lane::Handshake() {
   header_->slot_bytes = opt_.slot_bytes;
   for (uint32_t i = 0; i < opt_.slots; ++i)
     new (lane::SlotAt(ring_, opt_.slot_bytes, i)) SlotHeader{};
+  published_.store(header_, std::memory_order_release);
 
   lane::Welcome w;
   w.slots = opt_.slots;
@@ -189,12 +191,12 @@ bool Lane::Handshake() {
 }
 
 bool Lane::ClientGone() {
-  if (gone_.load()) return true;
+  if (gone_->load()) return true;
   pollfd p{sock_, POLLIN | POLLRDHUP, 0};
   // The client sends nothing after its hello: anything readable is its end
   // (or a protocol breach, which ends the lane the same way).
-  if (poll(&p, 1, 0) != 0) gone_.store(true);
-  return gone_.load();
+  if (poll(&p, 1, 0) != 0) gone_->store(true);
+  return gone_->load();
 }
 
 void Lane::Run() {
@@ -288,7 +290,7 @@ CallControl Lane::ControlFor(uint64_t timeout_us) {
     c.deadline =
         std::chrono::system_clock::now() + std::chrono::microseconds(static_cast<int64_t>(us));
   }
-  c.cancelled = [this] { return gone_.load(std::memory_order_relaxed); };
+  c.cancelled = [gone = gone_] { return gone->load(std::memory_order_relaxed); };
   Identity id;
   if (auth_ != nullptr) {
     // Every request, as gRPC identifies every call: a token revoked by a

@@ -67,11 +67,15 @@ class Lane : public std::enable_shared_from_this<Lane> {
   void* ring_ = nullptr;
   uint64_t ring_bytes_ = 0;
   lane::RingHeader* header_ = nullptr;
+  // header_ once the ring is ready, for Stop and Close on other threads.
+  std::atomic<lane::RingHeader*> published_{nullptr};
   // The daemon's own word of which slots it is answering: a client that
   // marks a running slot kRequest again is not served twice.
   std::unique_ptr<std::atomic<bool>[]> busy_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> gone_{false};  // the client closed its socket
+  // The client closed its socket; shared with the requests' cancellation
+  // checks, which may outlive a call's hold on the lane.
+  std::shared_ptr<std::atomic<bool>> gone_ = std::make_shared<std::atomic<bool>>(false);
   bool counted_open_ = false;
 };
 

@@ -97,6 +97,12 @@ void LaneServer::Accept() {
                                                " lanes open (--max_lanes); close one or use gRPC");
     return;
   }
+  if (cfg_.quota_lanes > 0 && lanes_by_uid_[cred.uid] >= cfg_.quota_lanes) {
+    refuse(StatusCode::kResourceExhausted,
+           "uid " + std::to_string(cred.uid) + " has " + std::to_string(cfg_.quota_lanes) +
+               " lanes open (--quota_lanes); close one or use gRPC");
+    return;
+  }
   LaneOptions opt;
   opt.slots = static_cast<uint32_t>(cfg_.lane_slots);
   opt.slot_bytes = static_cast<uint64_t>(cfg_.lane_slot_kb) << 10;
@@ -105,9 +111,11 @@ void LaneServer::Accept() {
   const uint64_t id = next_id_++;
   Entry& e = lanes_[id];
   e.lane = l;
+  e.uid = cred.uid;
+  ++lanes_by_uid_[cred.uid];
   e.thread = std::thread([this, l, id] {
     l->Run();
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> ended_lock(mu_);
     ended_.push_back(id);
     const uint64_t one = 1;
     (void)write(wake_fd_, &one, sizeof one);
@@ -121,6 +129,7 @@ void LaneServer::Reap() {
     for (uint64_t id : ended_) {
       auto it = lanes_.find(id);
       if (it == lanes_.end()) continue;
+      if (--lanes_by_uid_[it->second.uid] <= 0) lanes_by_uid_.erase(it->second.uid);
       done.push_back(std::move(it->second));
       lanes_.erase(it);
     }

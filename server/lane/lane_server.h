@@ -6,6 +6,8 @@
 // answered.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -45,6 +47,7 @@ class LaneServer {
   struct Entry {
     std::shared_ptr<Lane> lane;
     std::thread thread;
+    uid_t uid = 0;
   };
   void AcceptLoop();
   void Accept();
@@ -61,7 +64,8 @@ class LaneServer {
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, Entry> lanes_;
-  std::vector<uint64_t> ended_;  // lanes whose threads returned, to join
+  std::map<uid_t, int> lanes_by_uid_;  // --quota_lanes
+  std::vector<uint64_t> ended_;        // lanes whose threads returned, to join
 };
 
 }  // namespace kerneld::server

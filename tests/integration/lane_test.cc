@@ -503,6 +503,28 @@ TEST(LaneTest, KernelctlRunsOnTheLaneAndSaysWhenThereIsNone) {
   EXPECT_NE(out.find("no kerneld lane at"), std::string::npos) << out;
 }
 
+TEST(LaneTest, OneUidHoldsAtMostQuotaLanes) {
+  LaneDaemon ld({"--quota_lanes=2"});
+  ASSERT_TRUE(ld.d->ok());
+  auto a = ld.Connect();
+  auto b = ld.Connect();
+  ASSERT_TRUE(a && b);
+  grpc::Status st;
+  EXPECT_EQ(LaneClient::Connect(ld.path, "", &st), nullptr);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("--quota_lanes"), std::string::npos) << st.error_message();
+  a.reset();  // closed: its lane is reclaimed, and the uid may open another
+  std::unique_ptr<LaneClient> c;
+  EXPECT_TRUE(Eventually([&] {
+    grpc::Status s2;
+    c = LaneClient::Connect(ld.path, "", &s2);
+    return c != nullptr;
+  }));
+  v1::ExecuteResponse r;
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &r).ok());
+}
+
 TEST(LaneTest, IdleLanesCostNearlyNoCpu) {
   LaneDaemon ld;
   ASSERT_TRUE(ld.d->ok());
