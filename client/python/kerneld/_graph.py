@@ -10,6 +10,13 @@ name, as client.<op>() does; an op with several outputs returns a tuple of
 them. g.output(name, value) declares what run() returns (a dict by name);
 without it run() returns the last step's outputs. Nothing runs before run(),
 and the whole graph is validated by the daemon before any step runs.
+
+Device memory that kerneld allocates and keeps (AllocateBuffer), such as a
+model's weights, is a ServerBuffer: a graph input by reference, or where
+g.output(name, value, buffer=...) writes:
+
+    w = ServerBuffer.allocate(client, "cuda:0", "bfloat16", (28672, 4096))
+    h = g.gemm(x, w, transpose_b=True)
 """
 import numpy as np
 
@@ -43,6 +50,68 @@ def _set_attr(av, v):
                                % type(v).__name__)
 
 
+_ITEM = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8,
+         "int8": 1, "uint8": 1, "bool": 1}
+
+
+class ServerBuffer:
+    """A tensor in device memory kerneld allocated (AllocateBuffer): a graph
+    input by reference, or a graph output's destination. free() (or the
+    end of a `with` block) unregisters it; the memory goes when the last
+    request using it has finished."""
+
+    def __init__(self, client, buffer_id, dtype, shape, offset=0, owner=True):
+        self._client, self.buffer_id = client, buffer_id
+        self.dtype, self.shape, self.offset = dtype, tuple(int(s) for s in shape), int(offset)
+        self._owner = owner
+
+    @classmethod
+    def allocate(cls, client, device, dtype, shape, name=""):
+        """A new buffer of `dtype` (a name: "bfloat16") and `shape` on `device` ("cuda:0")."""
+        if dtype not in _ITEM:
+            raise invalid_argument("ServerBuffer: unknown dtype %r (%s)" % (dtype, ", ".join(_ITEM)))
+        n = _ITEM[dtype]
+        for d in shape:
+            n *= int(d)
+        b = client._b
+        b.methods()  # the buffers' channel
+        allocate = b.channel.unary_unary(
+            "/kerneld.v1.BufferService/AllocateBuffer",
+            request_serializer=pb.AllocateBufferRequest.SerializeToString,
+            response_deserializer=pb.AllocateBufferResponse.FromString)
+        try:
+            resp = allocate(pb.AllocateBufferRequest(device=device, byte_size=n, name=name),
+                            timeout=b.timeout, metadata=b.metadata)
+        except Exception as e:  # grpc.RpcError: the client's error types
+            from ._errors import from_rpc_error
+            raise from_rpc_error(e) from None
+        return cls(client, resp.buffer_id, dtype, shape)
+
+    def view(self, dtype, shape, offset=0):
+        """The same memory as another dtype and shape from byte `offset` (not owning it)."""
+        return ServerBuffer(self._client, self.buffer_id, dtype, shape, self.offset + offset,
+                            owner=False)
+
+    @property
+    def nbytes(self):
+        n = _ITEM[self.dtype]
+        for d in self.shape:
+            n *= d
+        return n
+
+    def free(self):
+        if self._owner and self.buffer_id:
+            self._client._b.unregister(self.buffer_id)
+            self.buffer_id = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False
+
+
 class Graph:
     def __init__(self, client, device=""):
         self._c = client
@@ -64,7 +133,12 @@ class Graph:
             return self._inputs[key]
         gname = "in%d" % len(self._inputs)
         t = self._req.inputs[gname]
-        if isinstance(obj, Handle):
+        if isinstance(obj, ServerBuffer):
+            t.dtype = pb.DType.Value("DTYPE_" + obj.dtype.upper())
+            t.shape.extend(obj.shape)
+            t.buffer.buffer_id = obj.buffer_id
+            t.buffer.offset = obj.offset
+        elif isinstance(obj, Handle):
             t.dtype = obj._arg.dtype
             t.shape.extend(int(s) for s in obj._arg.shape)
             t.buffer.buffer_id = obj.buffer_id
@@ -118,9 +192,13 @@ class Graph:
         self._last = outs
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def output(self, name, value):
-        """Declares a graph output: run() then returns a dict by these names."""
-        self._req.outputs.add(name=name, source=value.binding)
+    def output(self, name, value, buffer=None):
+        """Declares a graph output: run() then returns a dict by these names.
+        buffer (a ServerBuffer or a Handle): written there instead of returned."""
+        o = self._req.outputs.add(name=name, source=value.binding)
+        if buffer is not None:
+            o.buffer.buffer_id = buffer.buffer_id
+            o.buffer.offset = buffer.offset
         self._outputs_declared = True
 
     @property

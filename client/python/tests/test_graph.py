@@ -46,3 +46,22 @@ def test_graph_errors_name_the_step(client):
     g.add(a, np.ones(8, np.float32))
     with pytest.raises(kerneld.InvalidArgument, match=r"graph step 1 \(add\)"):
         g.run()
+
+
+def test_graph_output_into_a_buffer_and_a_server_buffer_input(client):
+    from kerneld._graph import ServerBuffer
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, dtype=np.float32)
+    h = client.register(out)
+    try:
+        g = client.graph()
+        g.output("y", g.scale(x, factor=2.0), buffer=h)
+        assert g.run() == {}  # written into the buffer, nothing inline
+        np.testing.assert_array_equal(h.array, x * 2)
+        # The same memory by reference, as a ServerBuffer (not owning it).
+        ref = ServerBuffer(client, h.buffer_id, "float32", (8,), h.offset, owner=False)
+        g = client.graph()
+        g.scale(ref.view("float32", (4,), offset=16), factor=0.5)
+        np.testing.assert_array_equal(g.run(), x[4:])
+    finally:
+        h.close()
