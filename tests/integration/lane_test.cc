@@ -525,6 +525,24 @@ TEST(LaneTest, OneUidHoldsAtMostQuotaLanes) {
   EXPECT_TRUE(c->Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &r).ok());
 }
 
+TEST(LaneTest, RequestLogNamesTheLanesPrincipal) {
+  LaneDaemon ld({"--log_level=1"});
+  ASSERT_TRUE(ld.d->ok());
+  auto lane = ld.Connect();
+  ASSERT_TRUE(lane);
+  auto req = ScaleRequest(DType::kFloat32, {8}, 2.0);
+  req.set_request_id("lane-7");
+  v1::ExecuteResponse r;
+  ASSERT_TRUE(lane->Execute(req, &r).ok());
+  EXPECT_EQ(r.request_id(), "lane-7");
+  const std::string want = "principal=uid:" + std::to_string(geteuid());
+  EXPECT_TRUE(Eventually([&] {
+    const std::string log = ld.d->Log();
+    const size_t at = log.find("id=lane-7 ");
+    return at != std::string::npos && log.find(want, at) < log.find('\n', at);
+  })) << ld.d->Log();
+}
+
 TEST(LaneTest, IdleLanesCostNearlyNoCpu) {
   LaneDaemon ld;
   ASSERT_TRUE(ld.d->ok());
