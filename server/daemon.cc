@@ -293,6 +293,10 @@ std::string Daemon::Start() {
   }
   for (auto& l : peer_listeners_) l->Start(server_.get());
   if (!cfg_.lane_socket.empty()) {  // the same-host lane (docs/lane.md)
+    for (const auto& a : bound_)    // binding would replace gRPC's socket file
+      if (a == "unix:" + cfg_.lane_socket)
+        return "--lane_socket=" + cfg_.lane_socket +
+               " is a --listen socket too; give the lane a path of its own";
     lanes_ = std::make_unique<LaneServer>(cfg_, *runner_, auth_.get());
     if (std::string err = lanes_->Bind(); !err.empty())
       return "cannot listen on --lane_socket=" + cfg_.lane_socket + ": " + err;
@@ -371,7 +375,8 @@ void Daemon::Shutdown() {
                   " requests and " + std::to_string(streams_->open()) + " streams",
               {{"inflight", static_cast<double>(runner_->inflight())},
                {"streams", static_cast<double>(streams_->open())}});
-  if (lanes_) lanes_->Stop();  // nothing of theirs runs any more
+  // The lanes' threads end; nothing of theirs runs any more.
+  if (lanes_) lanes_->Stop();
   StopPeerListeners();  // no new connection may reach a server shutting down
   // gRPC's Shutdown kills every call that arrives once it began (clients
   // read CANCELLED), and a client that keeps calling is always about to

@@ -543,6 +543,18 @@ TEST(LaneTest, RequestLogNamesTheLanesPrincipal) {
   })) << ld.d->Log();
 }
 
+TEST(LaneTest, ALaneSocketThatIsAListenSocketIsRefusedAtStart) {
+  char tmpl[] = "/tmp/kerneld-lane-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::string out;
+  EXPECT_NE(RunCapture(std::string(KERNELD_BINARY) + " --listen=unix:" + dir +
+                           "/k.sock --lane_socket=" + dir + "/k.sock --metrics_listen=off",
+                       &out),
+            0);
+  EXPECT_NE(out.find("is a --listen socket too"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LaneTest, IdleLanesCostNearlyNoCpu) {
   LaneDaemon ld;
   ASSERT_TRUE(ld.d->ok());
