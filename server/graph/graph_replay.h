@@ -13,8 +13,9 @@
 // Attr values are not in the key: a call whose attrs differ from the
 // captured ones re-captures and updates the executable graph in place
 // (cudaGraphExecUpdate), instantiating anew only when the update is
-// refused. A structure whose capture fails (an impl that synchronizes or
-// allocates) is remembered and runs directly from then on.
+// refused. A call whose capture fails (an impl that synchronizes or
+// allocates) runs directly; a structure that fails twice runs directly
+// from then on.
 #pragma once
 
 #include <atomic>

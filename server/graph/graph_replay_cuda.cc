@@ -5,7 +5,6 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "graph/graph_memory.h"
@@ -57,8 +56,13 @@ struct Entry {
 struct Cache {
   std::list<Entry> lru;
   std::unordered_map<std::string, std::list<Entry>::iterator> index;
-  std::unordered_set<std::string> uncapturable;  // structure keys
+  // Failed captures by structure key: given up after two (the first call
+  // of an impl may load a module or allocate its workspace, which a
+  // capture refuses; the direct run that follows does it for good).
+  std::unordered_map<std::string, int> failures;
 };
+
+constexpr int kCaptureTries = 2;
 
 thread_local std::vector<std::unique_ptr<Cache>> t_caches;
 
@@ -161,7 +165,9 @@ Status RunGraphReplayed(const GraphPlan& plan, const std::vector<const ImplDef*>
   Cache& cache = CacheOf(ctx.device.device.index);
 
   const std::string structure = StructureKey(plan, impls);
-  if (cache.uncapturable.count(structure)) return Status::Ok();
+  if (auto f = cache.failures.find(structure);
+      f != cache.failures.end() && f->second >= kCaptureTries)
+    return Status::Ok();
   std::string key = structure;
   MemoryKey(replay.inputs, ctx.inputs, 'i', &key);
   MemoryKey(replay.outputs, ctx.outputs, 'o', &key);
@@ -223,10 +229,11 @@ Status RunGraphReplayed(const GraphPlan& plan, const std::vector<const ImplDef*>
     ReplayStats().entries.fetch_add(1, std::memory_order_relaxed);
     cudaGraph_t g = nullptr;
     if (Status st = Capture(plan, impls, *made, ctx, &g); !st.ok()) {
-      // Not capturable: never tried again for this structure on this
-      // thread (bounded: forgotten wholesale past 1024 structures).
-      if (cache.uncapturable.size() >= 1024) cache.uncapturable.clear();
-      cache.uncapturable.insert(structure);
+      // Not capturable (now): run directly; after kCaptureTries failures
+      // never tried again for this structure on this thread (bounded:
+      // forgotten wholesale past 1024 structures).
+      if (cache.failures.size() >= 1024) cache.failures.clear();
+      ++cache.failures[structure];
       ReplayStats().uncapturable.fetch_add(1, std::memory_order_relaxed);
       made->Release(s);
       return Status::Ok();
