@@ -271,6 +271,37 @@ TEST(LaneTest, GarbageInASlotIsAnErrorAndTheDaemonServesOn) {
   EXPECT_TRUE(ld.d->Serving());
 }
 
+TEST(LaneTest, ASlotMarkedAgainWhileItRunsIsAnsweredOnce) {
+  // On the worker, not inline on the lane's thread: that thread is free to
+  // look at the slot while the request runs.
+  LaneDaemon ld({"--enable_test_ops", "--cpu_workers=1", "--inline_max_kb=-1"});
+  ASSERT_TRUE(ld.d->ok());
+  auto lane = ld.Connect();
+  ASSERT_TRUE(lane);
+  std::string bytes;
+  SleepRequest(100).SerializeToString(&bytes);
+  auto* s = lane::SlotAt(lane->ring(), lane->slot_bytes(), 7);  // a slot Execute takes last
+  auto* h = static_cast<lane::RingHeader*>(lane->ring());
+  std::memcpy(lane::SlotPayload(s), bytes.data(), bytes.size());
+  s->request_bytes = bytes.size();
+  s->state.store(lane::kRequest);
+  h->doorbell.fetch_add(1);
+  lane::FutexWakeAll(&h->doorbell);
+  ASSERT_TRUE(Eventually([&] { return s->state.load() != lane::kRequest; }));
+  // A hostile client says "request" again while the daemon runs it.
+  uint32_t running = lane::kRunning;
+  s->state.compare_exchange_strong(running, lane::kRequest);
+  h->doorbell.fetch_add(1);
+  lane::FutexWakeAll(&h->doorbell);
+  ASSERT_TRUE(Eventually([&] { return s->state.load() == lane::kResponse; }));
+  EXPECT_EQ(s->status_code, 0);
+  // One worker, first in first out: a second run of the slot would be
+  // answered before this request is.
+  v1::ExecuteResponse r;
+  ASSERT_TRUE(lane->Execute(ScaleRequest(DType::kFloat32, {8}, 2.0), &r).ok());
+  EXPECT_EQ(SeriesValue(ld.d->Metrics(), "kerneld_lane_requests_total", {"code=\"OK\""}), 2);
+}
+
 TEST(LaneTest, ARingCannotBeCutUnderTheDaemon) {
   LaneDaemon ld;
   ASSERT_TRUE(ld.d->ok());
