@@ -9,6 +9,7 @@
 
 #include "graph/graph_memory.h"
 #include "graph/graph_replay.h"
+#include "graph/graph_replay_key.h"
 
 namespace kerneld::server {
 
@@ -74,54 +75,6 @@ Cache& CacheOf(int device) {
   return *c;
 }
 
-// What must repeat for a captured graph to be replayed, attr values aside:
-// every value's dtype, shape and place, every step's op, impl and
-// bindings. The memory part is added by MemoryKey.
-std::string StructureKey(const GraphPlan& plan, const std::vector<const ImplDef*>& impls) {
-  std::string k;
-  k.reserve(64 * (plan.values.size() + plan.steps.size()));
-  auto num = [&k](int64_t v) {
-    k += std::to_string(v);
-    k += ',';
-  };
-  num(plan.arena_bytes);
-  for (const GraphValue& v : plan.values) {
-    k += 'v';
-    num(static_cast<int64_t>(v.dtype));
-    for (int64_t d : v.shape) num(d);
-    k += ':';
-    num(static_cast<int64_t>(v.storage.kind));
-    num(v.storage.index);
-    num(v.storage.offset);
-  }
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const GraphStepPlan& st = plan.steps[i];
-    k += 's';
-    k += st.op->name;
-    k += ':';
-    num(static_cast<int64_t>(reinterpret_cast<uintptr_t>(impls[i])));
-    for (int id : st.read_from) num(id);
-    k += '>';
-    for (int id : st.outputs) num(id);
-    for (const auto& [from, to] : st.copies) num(from), num(to);
-  }
-  return k;
-}
-
-void MemoryKey(const std::vector<std::string>& ids, const std::vector<TensorView>& views, char tag,
-               std::string* k) {
-  for (size_t i = 0; i < views.size(); ++i) {
-    *k += tag;
-    if (ids[i].empty()) {
-      *k += 'S';  // staged: a slot of the entry
-    } else {
-      *k += ids[i];
-      *k += '@';
-      *k += std::to_string(reinterpret_cast<uintptr_t>(views[i].raw()));
-    }
-  }
-}
-
 // Captures `plan`'s launches over the entry's memory into *graph.
 Status Capture(const GraphPlan& plan, const std::vector<const ImplDef*>& impls, const Entry& e,
                const KernelContext& ctx, cudaGraph_t* graph) {
@@ -164,13 +117,11 @@ Status RunGraphReplayed(const GraphPlan& plan, const std::vector<const ImplDef*>
   auto s = static_cast<cudaStream_t>(ctx.stream);
   Cache& cache = CacheOf(ctx.device.device.index);
 
-  const std::string structure = StructureKey(plan, impls);
+  const std::string structure = GraphStructureKey(plan, impls);
   if (auto f = cache.failures.find(structure);
       f != cache.failures.end() && f->second >= kCaptureTries)
     return Status::Ok();
-  std::string key = structure;
-  MemoryKey(replay.inputs, ctx.inputs, 'i', &key);
-  MemoryKey(replay.outputs, ctx.outputs, 'o', &key);
+  const std::string key = GraphReplayKey(structure, replay, ctx.inputs, ctx.outputs);
 
   std::vector<AttrMap> attrs;
   attrs.reserve(plan.steps.size());

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "graph/graph_memory.h"
+#include "graph/graph_replay_key.h"
+#include "kerneld/registry.h"
 
 namespace kerneld::server {
 namespace {
@@ -140,6 +142,64 @@ TEST(GraphPlan, RefusalsNameTheStepTheTensorAndTheReason) {
     EXPECT_EQ(st.code(), c.code) << st.message();
     EXPECT_NE(st.message().find(c.text), std::string::npos) << st.message();
   }
+}
+
+}  // namespace
+}  // namespace kerneld::server
+
+namespace kerneld::server {
+namespace {
+
+// The replay cache's key (docs/graphs.md, "When replay applies"): attr
+// values and staged addresses are not in it; shapes, impls and buffers are.
+TEST(GraphReplayKey, LeavesOutAttrValuesAndStagedAddressesButNotBuffersOrShapes) {
+  auto plan_of = [](int64_t n, double factor) {
+    v1::ExecuteGraphRequest r;
+    (*r.mutable_inputs())["x"] = Header(v1::DTYPE_FLOAT32, {n});
+    Step(&r, "scale", {{"x", "x"}})->mutable_attrs()->operator[]("factor").set_f(factor);
+    Step(&r, "scale", {{"x", "step0"}})->mutable_attrs()->operator[]("factor").set_f(2);
+    GraphPlan p;
+    EXPECT_TRUE(BuildGraphPlan(r, {}, &p).ok());
+    return p;
+  };
+  const GraphPlan a = plan_of(64, 0.5), b = plan_of(64, 3.0), c = plan_of(128, 0.5);
+  const OpDef* scale = OpRegistry::Global().Find("scale");
+  ASSERT_NE(scale, nullptr);
+  ASSERT_GE(scale->impls.size(), 1u);
+  const std::vector<const ImplDef*> impls(2, &scale->impls[0]);
+  const std::string sa = GraphStructureKey(a, impls);
+  EXPECT_EQ(sa, GraphStructureKey(b, impls));  // another factor: the same graph
+  EXPECT_NE(sa, GraphStructureKey(c, impls));  // another shape
+  if (scale->impls.size() > 1) {
+    EXPECT_NE(sa, GraphStructureKey(a, {&scale->impls[1], &scale->impls[0]}));  // another impl
+  }
+
+  alignas(256) static char mem[4][512];
+  auto view = [](char* p) {
+    TensorView v;
+    v.dtype = DType::kFloat32;
+    v.shape = {64};
+    v.data = p;
+    return v;
+  };
+  GraphReplayOptions staged;
+  staged.inputs = {""};
+  staged.outputs = {""};
+  // Staged tensors: the worker's address changes, the key does not.
+  EXPECT_EQ(GraphReplayKey(sa, staged, {view(mem[0])}, {view(mem[1])}),
+            GraphReplayKey(sa, staged, {view(mem[2])}, {view(mem[3])}));
+  GraphReplayOptions buffers;
+  buffers.inputs = {"buf-1-aa+0"};
+  buffers.outputs = {"buf-2-bb+0"};
+  const std::string k = GraphReplayKey(sa, buffers, {view(mem[0])}, {view(mem[1])});
+  EXPECT_EQ(k, GraphReplayKey(sa, buffers, {view(mem[0])}, {view(mem[1])}));
+  // Another address, or another buffer at the same address (unregistered
+  // and registered again): another key, so no replay into stale memory.
+  EXPECT_NE(k, GraphReplayKey(sa, buffers, {view(mem[2])}, {view(mem[1])}));
+  GraphReplayOptions again = buffers;
+  again.inputs = {"buf-3-cc+0"};
+  EXPECT_NE(k, GraphReplayKey(sa, again, {view(mem[0])}, {view(mem[1])}));
+  EXPECT_NE(k, GraphReplayKey(sa, staged, {view(mem[0])}, {view(mem[1])}));
 }
 
 }  // namespace
