@@ -13,7 +13,8 @@
 #   bench/graph_bench.sh [BUILD_DIR]   (default build; "bundle": .device/kerneld)
 #
 # Environment: KERNELD, KERNELCTL (binaries), LOCAL_BENCH (graph_bench_local),
-# PYTHON (with kerneld, numpy and ml_dtypes installed), ITERS (200),
+# PYTHON (a python with the kerneld package, numpy and ml_dtypes installed;
+# client/python/tests/gpu_wheels.sh brings them to the GPU machine), ITERS (200),
 # KERNELD_FLAGS (extra daemon flags).
 set -euo pipefail
 # shellcheck source=bench/bench_lib.sh
@@ -42,8 +43,11 @@ target=$(ready_tcp "$dir/gpu.ready")
 metrics=$(awk '$1 == "metrics" { print $2; exit }' "$dir/gpu.ready")
 
 echo "== 2. MLP block through kerneld ($target)"
-PYTHONPATH=$root/client/python${PYTHONPATH:+:$PYTHONPATH} \
+if "$python" -c 'import kerneld, ml_dtypes' 2>/dev/null; then
   "$python" "$root/examples/mlp_graph.py" --target "$target" --device cuda:0 --iters "$iters"
+else
+  echo "(skipped: $python cannot import kerneld and ml_dtypes; set PYTHON to one that can)"
+fi
 
 echo "== 3. chain of 16 scale steps on 4096 float32, 8 clients"
 "$kernelctl" --target "$target" graph "$root/examples/graphs/chain16.json" --device cuda:0 \
