@@ -302,5 +302,18 @@ TEST_F(GraphTest, AnotherPrincipalsBufferAnswersLikeAnUnknownId) {
   ExpectServing();
 }
 
+// The replay series are exposed on every daemon; the CPU backend runs each
+// graph step by step, so a repeated graph neither captures nor replays.
+TEST_F(GraphTest, ReplaySeriesAreExposedAndStayZeroOnTheCpu) {
+  ASSERT_TRUE(d().ok()) << d().Log();
+  for (int i = 0; i < 3; ++i) ExpectServing();
+  const std::string text = d().Metrics();
+  for (const char* series : {"kerneld_graph_replay_hits_total 0", "kerneld_graph_captures_total 0",
+                             "kerneld_graph_updates_total 0", "kerneld_graph_uncapturable_total 0",
+                             "kerneld_graph_cache_entries 0"})
+    EXPECT_NE(text.find(std::string("\n") + series + "\n"), std::string::npos) << series << " in\n"
+                                                                               << text;
+}
+
 }  // namespace
 }  // namespace kerneld::testing
