@@ -84,6 +84,15 @@ class GraphGpuTest : public ::testing::Test {
     return -1;
   }
 
+  // Every kerneld_graph_* line, for failure messages.
+  static std::string Series() {
+    std::istringstream in(d().Metrics());
+    std::string out;
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("kerneld_graph_", 0) == 0) out += line + "\n";
+    return out;
+  }
+
   static std::string Allocate(uint64_t bytes) {
     auto stub = v1::BufferService::NewStub(d().client().channel());
     grpc::ClientContext ctx;
@@ -165,9 +174,9 @@ TEST_F(GraphGpuTest, ChainEqualsOpsOneByOneBitForBitCapturedAndReplayed) {
       EXPECT_TRUE(resp.outputs().at("residual").inline_data() ==
                   n.outputs().at("residual").inline_data());
     }
-    EXPECT_EQ(Metric("kerneld_graph_captures_total"), captures0 + 1);
-    EXPECT_EQ(Metric("kerneld_graph_replay_hits_total"), hits0 + 2);
-    EXPECT_GE(Metric("kerneld_graph_cache_entries"), 1);
+    EXPECT_EQ(Metric("kerneld_graph_captures_total"), captures0 + 1) << Series();
+    EXPECT_EQ(Metric("kerneld_graph_replay_hits_total"), hits0 + 2) << Series();
+    EXPECT_GE(Metric("kerneld_graph_cache_entries"), 1) << Series();
   }
 }
 
@@ -196,8 +205,8 @@ TEST_F(GraphGpuTest, NewAttrValuesUpdateTheCachedGraphAndStayCorrect) {
   // One capture; the changes were updates (or, where the driver refused an
   // update, fresh instantiations: at most one per change).
   const double captures = Metric("kerneld_graph_captures_total") - captures0;
-  EXPECT_GE(captures, 1);
-  EXPECT_GE(Metric("kerneld_graph_updates_total") + captures, 3);
+  EXPECT_GE(captures, 1) << Series();
+  EXPECT_GE(Metric("kerneld_graph_updates_total") + captures, 3) << Series();
 }
 
 // A graph reading buffer A and writing buffer O is captured and replayed;
@@ -227,7 +236,7 @@ TEST_F(GraphGpuTest, UnregisteredBuffersAreNeverReplayedInto) {
   const double hits0 = Metric("kerneld_graph_replay_hits_total");
   ASSERT_TRUE(run(a, o).ok());
   ASSERT_TRUE(run(a, o).ok());
-  EXPECT_EQ(Metric("kerneld_graph_replay_hits_total"), hits0 + 1);
+  EXPECT_EQ(Metric("kerneld_graph_replay_hits_total"), hits0 + 1) << Series();
   EXPECT_TRUE(Read(o, v1::DTYPE_FLOAT32, {n}) == expect_of(x1));
 
   Unregister(a);
@@ -239,8 +248,8 @@ TEST_F(GraphGpuTest, UnregisteredBuffersAreNeverReplayedInto) {
   const double captures0 = Metric("kerneld_graph_captures_total");
   const double hits1 = Metric("kerneld_graph_replay_hits_total");
   ASSERT_TRUE(run(a2, o2).ok());
-  EXPECT_EQ(Metric("kerneld_graph_captures_total"), captures0 + 1);
-  EXPECT_EQ(Metric("kerneld_graph_replay_hits_total"), hits1);
+  EXPECT_EQ(Metric("kerneld_graph_captures_total"), captures0 + 1) << Series();
+  EXPECT_EQ(Metric("kerneld_graph_replay_hits_total"), hits1) << Series();
   EXPECT_TRUE(Read(o2, v1::DTYPE_FLOAT32, {n}) == expect_of(x2));
   Unregister(a2);
   Unregister(o2);
@@ -258,7 +267,7 @@ TEST_F(GraphGpuTest, TheCacheIsBounded) {
     grpc::Status st = Run(g, &resp);
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
-  EXPECT_EQ(Metric("kerneld_graph_cache_entries"), 8);
+  EXPECT_EQ(Metric("kerneld_graph_cache_entries"), 8) << Series();
 }
 
 }  // namespace
