@@ -38,7 +38,9 @@ __device__ __forceinline__ bool BadIndptr(const int32_t* ip, int64_t t, int batc
   return exact && t == batch && ip[batch] != total;
 }
 
-__global__ void CheckIndicesKernel(CheckParams p) {
+// static: each op's cuda.cu that includes this header gets its own copy (one
+// definition per translation unit, not one for the library).
+static __global__ void CheckIndicesKernel(CheckParams p) {
   const int64_t n = max(max(int64_t{p.batch} + 1, p.kv_indices ? p.kv_total : 0), p.nnz_append);
   bool bad = false;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
