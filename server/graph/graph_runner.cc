@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <exception>
-#include <new>
 
 #include "auth/principal_stats.h"
 #include "graph/graph_exec.h"
@@ -11,6 +9,7 @@
 #include "kerneld/check.h"
 #include "kerneld/size.h"
 #include "service/request_decode.h"
+#include "service/start_status.h"
 #include "service/tensor_codec.h"
 
 namespace kerneld::server {
@@ -90,18 +89,11 @@ void GraphRunner::Start(const v1::ExecuteGraphRequest& req, v1::ExecuteGraphResp
   const auto arrival = Clock::now();
   inflight_.fetch_add(1);
   std::shared_ptr<Call> call;
-  Status thrown;
-  try {
+  const Status thrown = StartStatus("graph", [&] {
     call = std::make_shared<Call>(this, req, resp, std::move(done), arrival);
     StartImpl(call, std::move(ctl));
-    return;
-  } catch (const std::bad_alloc&) {
-    thrown = ResourceExhausted(
-        "graph: kerneld ran out of host memory for this request; retry later or send a "
-        "smaller one");
-  } catch (const std::exception& e) {
-    thrown = Internal("graph: " + Sanitize(e.what()));
-  }
+  });
+  if (thrown.ok()) return;
   if (call != nullptr) {
     call->Done(thrown);
   } else {

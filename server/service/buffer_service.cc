@@ -99,6 +99,10 @@ Status BufferHandlers::FindGpu(const std::string& name, DeviceInfo* out) const {
   return Status::Ok();
 }
 
+Status BufferHandlers::CheckQuota(const Identity& id, uint64_t bytes) const {
+  return CountedQuota(registry_.CheckQuota(id.principal, bytes, ToBufferQuota(id.quota)));
+}
+
 Status BufferHandlers::AddRegion(std::shared_ptr<Region> r, const Identity& id,
                                  const std::string& name, uint32_t lease_seconds,
                                  std::string* buffer_id) {
@@ -119,41 +123,27 @@ Status BufferHandlers::RegisterCudaIpcBuffer(const Identity& id,
   if (req.device_uuid().empty())
     return InvalidArgument("device_uuid is empty; pass the GPU's UUID (GPU-...)");
   if (Status st = FindGpu(req.device_uuid(), &dev); !st.ok()) return st;
-  const BufferQuota quota = ToBufferQuota(id.quota);
-  if (Status st = registry_.CheckQuota(id.principal, req.byte_size(), quota); !st.ok())
-    return CountedQuota(st);
+  if (Status st = CheckQuota(id, req.byte_size()); !st.ok()) return st;
   // A CUDA IPC handle is a capability: whoever holds it may map the memory
   // (docs/security.md), so there is no owner to check it against.
   std::shared_ptr<Region> r;
   if (Status st = OpenCudaIpc(req.ipc_handle(), dev, req.byte_size(), &r); !st.ok()) return st;
-  std::string buffer_id;
-  if (Status st = AddRegion(std::move(r), id, req.name(), req.lease_seconds(), &buffer_id);
-      !st.ok())
-    return st;
-  resp->set_buffer_id(buffer_id);
-  return Status::Ok();
+  return AddRegion(std::move(r), id, req.name(), req.lease_seconds(), resp->mutable_buffer_id());
 }
 
 Status BufferHandlers::AllocateBuffer(const Identity& id, const v1::AllocateBufferRequest& req,
                                       v1::AllocateBufferResponse* resp) {
   if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok()) return st;
-  const BufferQuota quota = ToBufferQuota(id.quota);
   // Before the allocation: a principal over its quota costs no GPU memory.
-  if (Status st = registry_.CheckQuota(id.principal, req.byte_size(), quota); !st.ok())
-    return CountedQuota(st);
+  if (Status st = CheckQuota(id, req.byte_size()); !st.ok()) return st;
   DeviceInfo dev;
   if (Status st = FindGpu(req.device(), &dev); !st.ok()) return st;
   std::shared_ptr<Region> r;
   std::string handle;
   if (Status st = AllocateCuda(dev, req.byte_size(), &r, &handle); !st.ok()) return st;
-  std::string buffer_id;
-  if (Status st = AddRegion(std::move(r), id, req.name(), req.lease_seconds(), &buffer_id);
-      !st.ok())
-    return st;
   resp->set_device_uuid(dev.uuid);
   resp->set_ipc_handle(handle);
-  resp->set_buffer_id(buffer_id);
-  return Status::Ok();
+  return AddRegion(std::move(r), id, req.name(), req.lease_seconds(), resp->mutable_buffer_id());
 }
 
 Status BufferHandlers::RegisterSharedMemory(const Identity& id,
@@ -164,21 +154,14 @@ Status BufferHandlers::RegisterSharedMemory(const Identity& id,
   // filesystem (shm_open, fstat, mmap).
   if (Status st = CheckLeaseAndName(req.lease_seconds(), req.name()); !st.ok()) return st;
   if (Status st = CheckSharedMemoryRequest(req.shm_name(), req.byte_size()); !st.ok()) return st;
-  const BufferQuota quota = ToBufferQuota(id.quota);
-  if (Status st = registry_.CheckQuota(id.principal, req.byte_size(), quota); !st.ok())
-    return CountedQuota(st);
+  if (Status st = CheckQuota(id, req.byte_size()); !st.ok()) return st;
   std::shared_ptr<Region> r;
   if (Status st =
           OpenSharedMemory(req.shm_name(), req.offset(), req.byte_size(), AccessCheckFor(id), &r);
       !st.ok())
     return st;
-  std::string buffer_id;
-  if (Status st = AddRegion(std::move(r), id, req.name().empty() ? req.shm_name() : req.name(),
-                            req.lease_seconds(), &buffer_id);
-      !st.ok())
-    return st;
-  resp->set_buffer_id(buffer_id);
-  return Status::Ok();
+  return AddRegion(std::move(r), id, req.name().empty() ? req.shm_name() : req.name(),
+                   req.lease_seconds(), resp->mutable_buffer_id());
 }
 
 Status BufferHandlers::UnregisterBuffer(const Identity& id, const v1::UnregisterBufferRequest& req,

@@ -52,8 +52,11 @@ class BufferHandlers {
 
  private:
   Status FindGpu(const std::string& name, DeviceInfo* out) const;
+  // Refuses a region of `bytes` that would put the caller over its quota
+  // (counted in the principal stats), before anything is opened.
+  Status CheckQuota(const Identity& id, uint64_t bytes) const;
   // Gives a freshly opened region its name, owner and lease, and adds it
-  // under the caller's quota; *buffer_id names it.
+  // under the caller's quota; *buffer_id names it (set only on success).
   Status AddRegion(std::shared_ptr<Region> r, const Identity& id, const std::string& name,
                    uint32_t lease_seconds, std::string* buffer_id);
   ShmAccessCheck AccessCheckFor(const Identity& id) const;

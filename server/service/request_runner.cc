@@ -2,9 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <memory>
-#include <new>
 #include <set>
 #include <sstream>
 
@@ -12,6 +10,7 @@
 #include "kerneld/check.h"
 #include "kerneld/size.h"
 #include "service/request_decode.h"
+#include "service/start_status.h"
 #include "service/tensor_codec.h"
 
 namespace kerneld::server {
@@ -99,20 +98,11 @@ void RequestRunner::Start(const v1::ExecuteRequest& req, v1::ExecuteResponse* re
   const auto arrival = Clock::now();
   inflight_.fetch_add(1);
   std::shared_ptr<Call> call;
-  // No exception may escape into gRPC: it answered UNIMPLEMENTED with an
-  // empty message and the in-flight count never returned to zero.
-  Status thrown;
-  try {
+  const Status thrown = StartStatus(Sanitize(req.op()), [&] {
     call = std::make_shared<Call>(this, req, resp, std::move(user_done), arrival);
     StartImpl(call, std::move(ctl));
-    return;
-  } catch (const std::bad_alloc&) {
-    thrown = ResourceExhausted(Sanitize(req.op()) +
-                               ": kerneld ran out of host memory for this request; retry "
-                               "later or send a smaller one");
-  } catch (const std::exception& e) {
-    thrown = Internal(Sanitize(req.op()) + ": " + Sanitize(e.what()));
-  }
+  });
+  if (thrown.ok()) return;
   if (call != nullptr && call->finished.load()) return;
   resp->clear_outputs();
   resp->mutable_status()->set_code(static_cast<int>(thrown.code()));

@@ -1,6 +1,7 @@
 #include "service/sync_service.h"
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -14,6 +15,31 @@
 namespace kerneld::server {
 
 namespace {
+
+using DoneFn = std::function<void(const Status&)>;
+
+// Calls start(done) and blocks until a worker calls done; returns its
+// Status. std::mutex and condition_variable rather than absl::Notification:
+// the worker's writes to the response must be ordered before the handler
+// reads them in a way ThreadSanitizer sees (Debian's abseil is not
+// instrumented). The notify happens under the lock, so the waiter cannot
+// return and destroy these while the worker still touches them.
+template <typename Start>
+Status StartAndWait(Start&& start) {
+  Status result;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  start(DoneFn([&](const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = st;
+    done = true;
+    cv.notify_one();
+  }));
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return result;
+}
 
 // A sync ExecuteStream as the stream registry sees it: counted against
 // --max_streams and --quota_streams like a callback one. Drain() cannot end
@@ -85,20 +111,8 @@ KernelServiceSyncImpl::KernelServiceSyncImpl(const Config& cfg, RequestRunner& r
              if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
              ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
              v1::ExecuteGraphResponse resp;
-             Status result;
-             std::mutex mu;
-             std::condition_variable cv;
-             bool done = false;
-             graphs->Start(req, &resp, std::move(ctl), [&](const Status& st) {
-               std::lock_guard<std::mutex> lock(mu);
-               result = st;
-               done = true;
-               cv.notify_one();
-             });
-             {
-               std::unique_lock<std::mutex> lock(mu);
-               cv.wait(lock, [&] { return done; });
-             }
+             const Status result = StartAndWait(
+                 [&](DoneFn done) { graphs->Start(req, &resp, std::move(ctl), std::move(done)); });
              if (!result.ok()) return ToGrpc(result);
              return SerializeRawMessage(resp, out);
            });
@@ -114,24 +128,8 @@ Status KernelServiceSyncImpl::RunAndWait(CallControl ctl, const v1::ExecuteReque
   // a request on the 2-core machine, measured as the "launch" stage); only
   // a request that waited in a queue is worth asking about.
   ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
-  // std::mutex and condition_variable rather than absl::Notification: the
-  // worker's writes to `resp` must be ordered before the handler reads them
-  // in a way ThreadSanitizer sees (Debian's abseil is not instrumented). The
-  // notify happens under the lock, so the waiter cannot return and destroy
-  // these while the worker still touches them.
-  Status result;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  runner_.Start(req, resp, std::move(ctl), [&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    result = st;
-    done = true;
-    cv.notify_one();
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  return result;
+  return StartAndWait(
+      [&](DoneFn done) { runner_.Start(req, resp, std::move(ctl), std::move(done)); });
 }
 
 grpc::Status KernelServiceSyncImpl::Execute(grpc::ServerContext* ctx, const grpc::ByteBuffer& in,
