@@ -125,6 +125,30 @@ std::pair<double, double> P50P99Us(int iters, F&& f) {
   return {us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)]};
 }
 
+struct Timings {
+  std::pair<double, double> direct;  // p50, p99 us: the steps launched one by one
+  std::pair<double, double> replay;  // the same steps replayed as one CUDA graph
+};
+
+// Times `steps` both ways after one warm-up launch, synchronizing the stream
+// after each run.
+Timings DirectAndReplay(std::vector<Step>& steps, cudaStream_t s, int iters) {
+  Timings t;
+  Launch(steps);
+  CK(cudaStreamSynchronize(s));
+  t.direct = P50P99Us(iters, [&] {
+    Launch(steps);
+    CK(cudaStreamSynchronize(s));
+  });
+  cudaGraphExec_t exec = Capture(steps, s);
+  t.replay = P50P99Us(iters, [&] {
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaStreamSynchronize(s));
+  });
+  CK(cudaGraphExecDestroy(exec));
+  return t;
+}
+
 std::vector<Step> Chain16(cudaStream_t s) {
   std::vector<Step> steps;
   TensorView cur = View(DType::kFloat32, {4096});
@@ -181,18 +205,7 @@ int main(int argc, char** argv) {
         MakeStep("gemm", {steps[2].ctx.outputs[0], w_down}, {{"transpose_b", true}}, s));
     std::string impls;
     for (const Step& st : steps) impls += (impls.empty() ? "" : ",") + st.impl->backend;
-    Launch(steps);
-    CK(cudaStreamSynchronize(s));
-    const auto direct = P50P99Us(iters, [&] {
-      Launch(steps);
-      CK(cudaStreamSynchronize(s));
-    });
-    cudaGraphExec_t exec = Capture(steps, s);
-    const auto replay = P50P99Us(iters, [&] {
-      CK(cudaGraphLaunch(exec, s));
-      CK(cudaStreamSynchronize(s));
-    });
-    CK(cudaGraphExecDestroy(exec));
+    const auto [direct, replay] = DirectAndReplay(steps, s, iters);
     std::printf("%-4lld %-44s %8.1f / %7.1f %8.1f / %7.1f\n", static_cast<long long>(T),
                 impls.c_str(), direct.first, direct.second, replay.first, replay.second);
   }
@@ -200,18 +213,7 @@ int main(int argc, char** argv) {
   std::printf("\nchain of 16 scale steps on 4096 float32\n");
   {
     std::vector<Step> steps = Chain16(s);
-    Launch(steps);
-    CK(cudaStreamSynchronize(s));
-    const auto direct = P50P99Us(iters, [&] {
-      Launch(steps);
-      CK(cudaStreamSynchronize(s));
-    });
-    cudaGraphExec_t exec = Capture(steps, s);
-    const auto replay = P50P99Us(iters, [&] {
-      CK(cudaGraphLaunch(exec, s));
-      CK(cudaStreamSynchronize(s));
-    });
-    CK(cudaGraphExecDestroy(exec));
+    const auto [direct, replay] = DirectAndReplay(steps, s, iters);
     std::printf("one thread: 16 launches p50 %.1f us, CUDA graph replay p50 %.1f us\n",
                 direct.first, replay.first);
   }
