@@ -9,6 +9,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/cuda/device_caps.h"
+
 namespace kerneld::cuda::softmax {
 
 constexpr int kMaxThreads = 512;  // block bound of the register-cached kernels
@@ -16,12 +18,8 @@ constexpr int kMaxCached = 32;    // floats cached per thread, at most
 constexpr int64_t kRowCapacity = int64_t{kMaxThreads} * kMaxCached;  // elements a block caches
 constexpr int kMaxCluster = 16;  // the H100's non-portable cluster limit (portable: 8)
 
-// What the launcher needs to know of the device.
-struct DeviceCaps {
-  int index = 0;               // CUDA device ordinal
-  int compute_capability = 0;  // major * 10 + minor
-  int sm_count = 1;
-};
+using ::kerneld::cuda::DeviceCaps;  // what the launcher needs to know of the device
+using ::kerneld::cuda::Pow2Ceil;
 
 // cluster 0: per-row kernels; >= 2: split rows over clusters of that many
 // blocks. max_threads bounds the split-row block (a power of 2, 32..512).
@@ -37,12 +35,6 @@ inline std::atomic<int> g_force_cluster{-1};
 inline std::atomic<int> g_force_threads{0};
 // Split-row launches made (tests check that the path ran).
 inline std::atomic<int64_t> g_cluster_launches{0};
-
-inline int Pow2Ceil(int64_t v) {
-  int p = 1;
-  while (p < v && p < (1 << 30)) p <<= 1;
-  return p;
-}
 
 // The one chooser. Split rows only where one block a row leaves SMs idle
 // (rows < sm_count) and the row is too long for one block's registers

@@ -9,6 +9,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/cuda/device_caps.h"
+
 namespace kerneld::cuda::top_k {
 
 constexpr int kMaxThreads = 512;  // block bound of the register-cached kernel
@@ -18,12 +20,8 @@ constexpr int kMaxKeys = 32;      // keys (elements) cached per thread, at most
 constexpr int kMaxCluster = 16;   // the H100's non-portable cluster limit (portable: 8)
 constexpr int kStreamThreads = 1024;
 
-// What the launcher needs to know of the device.
-struct DeviceCaps {
-  int index = 0;               // CUDA device ordinal
-  int compute_capability = 0;  // major * 10 + minor
-  int sm_count = 1;
-};
+using ::kerneld::cuda::DeviceCaps;  // what the launcher needs to know of the device
+using ::kerneld::cuda::Pow2Ceil;
 
 // cluster >= 1: the register-cached kernel, each row split over `cluster`
 // blocks (a thread-block cluster when > 1, sm_90+) of `threads` threads
@@ -38,12 +36,6 @@ struct Plan {
 // For tests and labs: >= 0 forces the cluster size (0: streaming), still
 // raised to what caches a row.
 inline std::atomic<int> g_force_cluster{-1};
-
-inline int Pow2Ceil(int64_t v) {
-  int p = 1;
-  while (p < v && p < (1 << 30)) p <<= 1;
-  return p;
-}
 
 // The one chooser, over rows of `units` packs of `n` elements. Each block
 // takes at most kSplitElements elements (~16 a thread at 512 threads) and

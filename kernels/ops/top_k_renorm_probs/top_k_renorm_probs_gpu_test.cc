@@ -6,16 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "gpu_util.h"
-#include "ops/top_k_mask_logits/plan.h"
+#include "top_k_cases.h"
 
 namespace kerneld::testing {
 namespace {
-
-// Forces the launch plan's cluster size for one scope (-1: the chooser).
-struct ForceCluster {
-  explicit ForceCluster(int c) { cuda::top_k::g_force_cluster = c; }
-  ~ForceCluster() { cuda::top_k::g_force_cluster = -1; }
-};
 
 void ExpectMatches(const HostTensors& in, const std::string& alias = "", size_t misalign = 0) {
   OpRun g = RunOnCuda("top_k_renorm_probs", in, {}, "cuda", alias, misalign);
@@ -32,29 +26,14 @@ void ExpectMatches(const HostTensors& in, const std::string& alias = "", size_t 
 
 TEST(TopKRenormProbsGpu, MatchesReferenceOnEveryPath) {
   std::mt19937_64 rng(7);
-  for (int force : {-1, 0, 1, 4})
-    for (DType dt : FloatTypes())
-      for (auto [rows, vocab] : std::vector<std::pair<int64_t, int64_t>>{{1, 1},
-                                                                         {3, 127},
-                                                                         {2, 4096},
-                                                                         {1, 32000},
-                                                                         {16, 32000},
-                                                                         {64, 32000},
-                                                                         {1, 50257},
-                                                                         {1, 128256},
-                                                                         {16, 128256},
-                                                                         {64, 128256}}) {
-        SCOPED_TRACE(std::string(DTypeName(dt)) + " " + std::to_string(rows) + "x" +
-                     std::to_string(vocab) + " force " + std::to_string(force));
-        ForceCluster f(force);
-        HostTensors in = {
-            {"probs", Random(dt, {rows, vocab}, rng, 0, 2.0 / static_cast<double>(vocab))},
-            {"top_k", Random(DType::kInt32, {rows}, rng, -1,
-                             static_cast<double>(std::min<int64_t>(vocab + 2, 300)))}};
-        ExpectMatches(in);
-        in["top_k"] = {DType::kInt64, {}, {50}};
-        ExpectMatches(in);
-      }
+  ForEachTopKGpuCase([&](DType dt, int64_t rows, int64_t vocab) {
+    HostTensors in = {
+        {"probs", Random(dt, {rows, vocab}, rng, 0, 2.0 / static_cast<double>(vocab))},
+        {"top_k", GpuTopK(rows, vocab, rng)}};
+    ExpectMatches(in);
+    in["top_k"] = {DType::kInt64, {}, {50}};
+    ExpectMatches(in);
+  });
 }
 
 TEST(TopKRenormProbsGpu, TiesEmptyRowsInPlaceMisaligned) {

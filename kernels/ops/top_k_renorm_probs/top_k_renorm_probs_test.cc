@@ -7,18 +7,12 @@
 #include <cmath>
 
 #include "op_runner.h"
+#include "top_k_cases.h"
 
 namespace kerneld::testing {
 namespace {
 
-HostTensor TopK(int form, int64_t rows, int64_t vocab, std::mt19937_64& rng) {
-  if (form == 0) return {DType::kInt64, {}, {static_cast<double>(std::max<int64_t>(1, vocab / 3))}};
-  if (form == 1) return {DType::kInt32, {1}, {static_cast<double>(std::min<int64_t>(50, vocab))}};
-  return Random(DType::kInt32, {rows}, rng, -2, static_cast<double>(vocab + 2));
-}
-
-class TopKRenormProbsTest
-    : public ::testing::TestWithParam<std::tuple<DType, std::pair<int64_t, int64_t>, int>> {};
+class TopKRenormProbsTest : public ::testing::TestWithParam<TopKParam> {};
 
 TEST_P(TopKRenormProbsTest, MatchesReference) {
   auto [dtype, shape, form] = GetParam();
@@ -40,22 +34,7 @@ TEST_P(TopKRenormProbsTest, MatchesReference) {
   }
 }
 
-std::string Name(const ::testing::TestParamInfo<TopKRenormProbsTest::ParamType>& info) {
-  const auto& [dt, shape, form] = info.param;
-  return std::string(DTypeName(dt)) + "_" + std::to_string(shape.first) + "x" +
-         std::to_string(shape.second) + "_k" + std::to_string(form);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Sweep, TopKRenormProbsTest,
-    ::testing::Combine(::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
-                       ::testing::Values(std::pair<int64_t, int64_t>{1, 1},
-                                         std::pair<int64_t, int64_t>{3, 127},
-                                         std::pair<int64_t, int64_t>{2, 128},
-                                         std::pair<int64_t, int64_t>{4, 4097},
-                                         std::pair<int64_t, int64_t>{2, 32000}),
-                       ::testing::Values(0, 1, 2)),
-    Name);
+INSTANTIATE_TEST_SUITE_P(Sweep, TopKRenormProbsTest, TopKSweep(), TopKName);
 
 TEST(TopKRenormProbs, TiesKeptAndEmptyMass) {
   HostTensors in = {{"probs",
