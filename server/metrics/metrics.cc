@@ -14,6 +14,7 @@
 #include "metrics/jit_metrics.h"
 #include "metrics/lane_metrics.h"
 #include "metrics/nvml.h"
+#include "metrics/one_family.h"
 #include "metrics/process_metrics.h"
 
 namespace kerneld::server {
@@ -30,22 +31,6 @@ MetricFamily Family(const char* name, const char* help, MetricType type) {
   f.help = help;
   f.type = type;
   return f;
-}
-
-ClientMetric HistogramMetric(std::vector<ClientMetric::Label> labels,
-                             const AtomicHistogram::Snapshot& snap) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  m.histogram.sample_count = snap.count;
-  m.histogram.sample_sum = snap.sum;
-  uint64_t cum = 0;
-  const auto& bounds = LatencyBucketBounds();
-  for (size_t b = 0; b < bounds.size(); ++b) {
-    cum += snap.counts[b];
-    m.histogram.bucket.push_back({cum, bounds[b]});
-  }
-  m.histogram.bucket.push_back({snap.count, std::numeric_limits<double>::infinity()});
-  return m;
 }
 
 ClientMetric Value(std::vector<ClientMetric::Label> labels, double v, bool counter) {
@@ -284,9 +269,9 @@ std::vector<MetricFamily> Metrics::Collect() const {
   // Per-principal use without principal labels (auth/principal_stats.h).
   for (auto& f : PrincipalStats::Global().Collect(buffers)) out.push_back(std::move(f));
   for (auto& f : ProcessFamilies()) out.push_back(std::move(f));
-  for (auto& f : JitFamilies()) out.push_back(std::move(f));  // metrics/jit_metrics.h
+  for (auto& f : JitFamilies()) out.push_back(std::move(f));    // metrics/jit_metrics.h
   for (auto& f : GraphFamilies()) out.push_back(std::move(f));  // graph/graph_metrics.h
-  for (auto& f : LaneFamilies()) out.push_back(std::move(f));  // metrics/lane_metrics.h
+  for (auto& f : LaneFamilies()) out.push_back(std::move(f));   // metrics/lane_metrics.h
   return out;
 }
 

@@ -18,8 +18,6 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-constexpr auto One = OneValueFamily;
-
 // The fields of /proc/self/stat after "(comm)", which may itself hold spaces
 // and parentheses: fields[0] is the state (field 3 of proc(5)).
 std::vector<std::string> StatFields() {
@@ -67,24 +65,24 @@ std::vector<MetricFamily> ProcessFamilies() {
   // fields[0] is field 3.
   if (const auto s = StatFields(); s.size() > 21 && ticks > 0) {
     const double cpu = (std::stod(s[11]) + std::stod(s[12])) / ticks;
-    out.push_back(One("process_cpu_seconds_total",
-                      "Total user and system CPU time spent in seconds.", MetricType::Counter,
-                      cpu));
-    out.push_back(One("process_resident_memory_bytes", "Resident memory size in bytes.",
-                      MetricType::Gauge, std::stod(s[21]) * page));
-    out.push_back(One("process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                      MetricType::Gauge, std::stod(s[20])));
+    out.push_back(OneValueFamily("process_cpu_seconds_total",
+                                 "Total user and system CPU time spent in seconds.",
+                                 MetricType::Counter, cpu));
+    out.push_back(OneValueFamily("process_resident_memory_bytes", "Resident memory size in bytes.",
+                                 MetricType::Gauge, std::stod(s[21]) * page));
+    out.push_back(OneValueFamily("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                                 MetricType::Gauge, std::stod(s[20])));
     if (const double boot = BootTime(); boot > 0)
-      out.push_back(One("process_start_time_seconds",
-                        "Start time of the process since unix epoch in seconds.", MetricType::Gauge,
-                        boot + std::stod(s[19]) / ticks));
+      out.push_back(OneValueFamily("process_start_time_seconds",
+                                   "Start time of the process since unix epoch in seconds.",
+                                   MetricType::Gauge, boot + std::stod(s[19]) / ticks));
   }
   if (const int fds = OpenFds(); fds >= 0)
-    out.push_back(
-        One("process_open_fds", "Number of open file descriptors.", MetricType::Gauge, fds));
+    out.push_back(OneValueFamily("process_open_fds", "Number of open file descriptors.",
+                                 MetricType::Gauge, fds));
   if (rlimit r{}; getrlimit(RLIMIT_NOFILE, &r) == 0)
-    out.push_back(One("process_max_fds", "Maximum number of open file descriptors.",
-                      MetricType::Gauge, static_cast<double>(r.rlim_cur)));
+    out.push_back(OneValueFamily("process_max_fds", "Maximum number of open file descriptors.",
+                                 MetricType::Gauge, static_cast<double>(r.rlim_cur)));
   return out;
 }
 
