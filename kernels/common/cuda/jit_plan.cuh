@@ -58,6 +58,34 @@ inline bool JitVectorRowsOk(int64_t row_len, int vec,
   return true;
 }
 
+// The rows of a row-wise op's plan: x's shape, its type, and the pack the
+// kernel takes (n elements: t.vec where the row and every view allow it, else
+// 1) with units packs a row.
+struct JitRows {
+  RowShape r;
+  JitType t;
+  int n = 1;
+  int64_t units = 0;
+};
+
+// Fills *rows for `x`, `views` being every view the kernel reads or writes.
+// An x without rows sets out->empty (nothing to compile); a dtype without a
+// JIT form is FAILED_PRECONDITION, named for `op`.
+inline Status JitRowsOf(const char* op, const TensorView& x,
+                        std::initializer_list<const TensorView*> views, JitLaunch* out,
+                        JitRows* rows) {
+  rows->r = RowsOf(x);
+  if (rows->r.rows == 0) {
+    out->empty = true;
+    return Status::Ok();
+  }
+  if (!JitTypeOf(x.dtype, &rows->t))
+    return FailedPrecondition(std::string(op) + ": no JIT form for this dtype");
+  rows->n = JitVectorRowsOk(rows->r.h, rows->t.vec, views) ? rows->t.vec : 1;
+  rows->units = rows->r.h / rows->n;
+  return Status::Ok();
+}
+
 // The split-row launch of a norm (common/cuda/split_rows.cuh), as the AOT
 // launcher makes it: `kernel` (its name without template arguments) with
 // <type, N, items, units, chunk>, rows x C blocks in clusters of C. False

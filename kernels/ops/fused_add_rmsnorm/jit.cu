@@ -16,16 +16,14 @@ Status PlanFusedAddRmsNorm(const KernelContext& ctx, const JitTarget& target, Ji
   const TensorView& w = ctx.input("weight");
   const TensorView& xo = JitOutput(ctx, "x");
   const TensorView& ro = JitOutput(ctx, "residual");
-  const RowShape r = RowsOf(x);
-  if (r.rows == 0) {
-    out->empty = true;
-    return Status::Ok();
-  }
-  JitType t;
-  if (!JitTypeOf(x.dtype, &t))
-    return FailedPrecondition("fused_add_rmsnorm: no JIT form for this dtype");
-  const int n = JitVectorRowsOk(r.h, t.vec, {&x, &res, &w, &xo, &ro}) ? t.vec : 1;
-  const int64_t units = r.h / n;
+  JitRows rows;
+  if (Status st = JitRowsOf("fused_add_rmsnorm", x, {&x, &res, &w, &xo, &ro}, out, &rows);
+      !st.ok() || rows.r.rows == 0)
+    return st;
+  const RowShape& r = rows.r;  // named, not bound: lambdas below capture them
+  const JitType& t = rows.t;
+  const int n = rows.n;
+  const int64_t units = rows.units;
   const std::string ns = "kerneld::cuda::fused_add_rmsnorm::";
   out->header = "ops/fused_add_rmsnorm/cuda.cuh";
   const float eps = static_cast<float>(ctx.attr_f("eps"));

@@ -14,15 +14,14 @@ Status PlanLayerNorm(const KernelContext& ctx, const JitTarget& target, JitLaunc
   const TensorView& g = ctx.input("gamma");
   const TensorView& b = ctx.input("beta");
   const TensorView& y = JitOutput(ctx, "y");
-  const RowShape r = RowsOf(x);
-  if (r.rows == 0) {
-    out->empty = true;
-    return Status::Ok();
-  }
-  JitType t;
-  if (!JitTypeOf(x.dtype, &t)) return FailedPrecondition("layernorm: no JIT form for this dtype");
-  const int n = JitVectorRowsOk(r.h, t.vec, {&x, &g, &b, &y}) ? t.vec : 1;
-  const int64_t units = r.h / n;
+  JitRows rows;
+  if (Status st = JitRowsOf("layernorm", x, {&x, &g, &b, &y}, out, &rows);
+      !st.ok() || rows.r.rows == 0)
+    return st;
+  const RowShape& r = rows.r;  // named, not bound: lambdas below capture them
+  const JitType& t = rows.t;
+  const int n = rows.n;
+  const int64_t units = rows.units;
   const std::string ns = "kerneld::cuda::layernorm::";
   out->header = "ops/layernorm/cuda.cuh";
   const float eps = static_cast<float>(ctx.attr_f("eps"));

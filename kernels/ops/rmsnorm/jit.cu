@@ -16,15 +16,13 @@ Status PlanRmsNorm(const KernelContext& ctx, const JitTarget& target, JitLaunch*
   const TensorView& x = ctx.input("x");
   const TensorView& w = ctx.input("weight");
   const TensorView& y = JitOutput(ctx, "y");
-  const RowShape r = RowsOf(x);
-  if (r.rows == 0) {
-    out->empty = true;
-    return Status::Ok();
-  }
-  JitType t;
-  if (!JitTypeOf(x.dtype, &t)) return FailedPrecondition("rmsnorm: no JIT form for this dtype");
-  const int n = JitVectorRowsOk(r.h, t.vec, {&x, &w, &y}) ? t.vec : 1;
-  const int64_t units = r.h / n;
+  JitRows rows;
+  if (Status st = JitRowsOf("rmsnorm", x, {&x, &w, &y}, out, &rows); !st.ok() || rows.r.rows == 0)
+    return st;
+  const RowShape& r = rows.r;  // named, not bound: lambdas below capture them
+  const JitType& t = rows.t;
+  const int n = rows.n;
+  const int64_t units = rows.units;
   // The row width (in packs) is compiled in: the kernels' last template
   // argument (kUnits, common/cuda/width.cuh).
   const std::string T = t.name, N = JitInt(n), U = JitInt(units), ns = kNs;
