@@ -11,6 +11,7 @@
 #include "common/cpu/dispatch.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
+#include "ops/gemm/args.h"
 
 namespace kerneld::cpu {
 
@@ -42,15 +43,13 @@ void GemmTile(const float* a, const float* b, T* c, int64_t m0, int64_t n0, int6
 
 template <typename T>
 Status GemmTyped(KernelContext& ctx) {
-  const TensorView& av = ctx.input("a");
-  const TensorView& bv = ctx.input("b");
-  TensorView& cv = ctx.output("c");
-  const bool tb = ctx.attr_b("transpose_b");
-  const float alpha = static_cast<float>(ctx.attr_f("alpha"));
-  const int64_t m = av.dim(0), k = av.dim(1), n = cv.dim(1);
-  const T* a = av.ptr<T>();
-  const T* b = bv.ptr<T>();
-  T* c = cv.ptr<T>();
+  // Named copies, not a structured binding: clang 14 cannot capture those.
+  const gemm::GemmArgs<T> args = gemm::GemmArgsOf<T>(ctx);
+  const int64_t m = args.m, k = args.k, n = args.n;
+  const T *a = args.a, *b = args.b;
+  T* c = args.c;
+  const bool tb = args.transpose_b;
+  const float alpha = args.alpha;
   if (m == 0 || n == 0) return Status::Ok();
 
   // Widen a (row by row) and b (into [K, N], transposing when needed).

@@ -14,6 +14,7 @@
 
 #include "common/cuda/cuda_check.cuh"
 #include "kerneld/op.h"
+#include "ops/gemm/args.h"
 #include "ops/gemm/cuda.cuh"
 #include "ops/gemm/gemm_decode.cuh"
 
@@ -23,27 +24,20 @@ namespace {
 
 template <typename T>
 Status GemmDecodeFma(KernelContext& ctx) {
-  const TensorView& av = ctx.input("a");
-  const TensorView& bv = ctx.input("b");
-  TensorView& cv = ctx.output("c");
-  const bool tb = ctx.attr_b("transpose_b");
-  const float alpha = static_cast<float>(ctx.attr_f("alpha"));
-  const int64_t m = av.dim(0), k = av.dim(1), n = cv.dim(1);
-  const T* a = static_cast<const T*>(av.raw());
-  const T* b = static_cast<const T*>(bv.raw());
-  T* c = static_cast<T*>(cv.raw());
-  const int mi = static_cast<int>(m);
+  const gemm::GemmArgs<T> g = gemm::GemmArgsOf<T>(ctx);
+  const int mi = static_cast<int>(g.m);
   decode_fma::Plan plan;
   Status setup;
   const cudaError_t e =
-      decode_fma::PlanGemmDecodeFma(b, mi, n, k, tb, ctx.device.sm_count,
+      decode_fma::PlanGemmDecodeFma(g.b, mi, g.n, g.k, g.transpose_b, ctx.device.sm_count,
                                     decode_gemm::PrepareOn{ctx.device.device.index, &setup}, &plan);
   if (e != cudaSuccess) return decode_gemm::PlanStatus(e, setup);
-  return decode_gemm::RunSplits(ctx, plan.split, av.dtype, c, mi, n, alpha, [&](float* partial) {
-    return CudaStatus(decode_fma::GemmDecodeFma(plan, a, b, c, alpha, partial, plan.workspace_bytes,
-                                                StreamOf(ctx)),
-                      "gemm");
-  });
+  return decode_gemm::RunSplits(
+      ctx, plan.split, ctx.input("a").dtype, g.c, mi, g.n, g.alpha, [&](float* partial) {
+        return CudaStatus(decode_fma::GemmDecodeFma(plan, g.a, g.b, g.c, g.alpha, partial,
+                                                    plan.workspace_bytes, StreamOf(ctx)),
+                          "gemm");
+      });
 }
 
 template <typename T>

@@ -10,6 +10,7 @@
 
 #include "common/cuda/cuda_check.cuh"
 #include "kerneld/op.h"
+#include "ops/gemm/args.h"
 #include "ops/gemm/gemm_decode.cuh"
 #include "ops/gemm/gemm_decode_mma.cuh"
 
@@ -19,27 +20,20 @@ namespace {
 
 template <typename T>
 Status MmaTyped(KernelContext& ctx) {
-  const TensorView& av = ctx.input("a");
-  const TensorView& bv = ctx.input("b");
-  TensorView& cv = ctx.output("c");
-  const bool tb = ctx.attr_b("transpose_b");
-  const float alpha = static_cast<float>(ctx.attr_f("alpha"));
-  const int64_t k = av.dim(1), n = cv.dim(1);
-  const int m = static_cast<int>(av.dim(0));
-  const T* a = static_cast<const T*>(av.raw());
-  const T* b = static_cast<const T*>(bv.raw());
-  T* c = static_cast<T*>(cv.raw());
+  const gemm::GemmArgs<T> g = gemm::GemmArgsOf<T>(ctx);
+  const int m = static_cast<int>(g.m);
   decode_mma::Plan plan;
   Status setup;
   const cudaError_t e = decode_mma::PlanGemmDecodeMma(
-      b, m, n, k, tb, ctx.device.compute_capability, ctx.device.sm_count,
+      g.b, m, g.n, g.k, g.transpose_b, ctx.device.compute_capability, ctx.device.sm_count,
       PrepareOn{ctx.device.device.index, &setup}, &plan);
   if (e != cudaSuccess) return PlanStatus(e, setup);
-  return RunSplits(ctx, plan.split, av.dtype, c, m, n, alpha, [&](float* partial) {
-    return CudaStatus(decode_mma::GemmDecodeMma(plan, a, b, c, alpha, partial, plan.workspace_bytes,
-                                                StreamOf(ctx)),
-                      "gemm");
-  });
+  return RunSplits(
+      ctx, plan.split, ctx.input("a").dtype, g.c, m, g.n, g.alpha, [&](float* partial) {
+        return CudaStatus(decode_mma::GemmDecodeMma(plan, g.a, g.b, g.c, g.alpha, partial,
+                                                    plan.workspace_bytes, StreamOf(ctx)),
+                          "gemm");
+      });
 }
 
 }  // namespace
