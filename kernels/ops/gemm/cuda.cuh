@@ -75,13 +75,32 @@ struct Stage {
   GPack<T, kLoadN<T, kTransB>> p[kLoads<kTransB>];
 };
 
+// One pack of b from p, or zeros where it falls outside: past the other
+// dimension's edge (!line_in) or, element by element, from index `first` on
+// at `end` (a whole pack at a time where kVec: then end is a multiple of it).
+template <bool kVec, typename T, int L>
+__device__ __forceinline__ void LoadPackOrZeros(const T* p, bool line_in, int64_t first,
+                                                int64_t end, GPack<T, L>* out) {
+  if constexpr (kVec) {
+    if (line_in && first < end) {
+      *out = *reinterpret_cast<const GPack<T, L>*>(p);
+    } else {
+#pragma unroll
+      for (int e = 0; e < L; ++e) out->v[e] = FromFloat<T>(0.0f);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < L; ++e)
+      out->v[e] = (line_in && first + e < end) ? p[e] : FromFloat<T>(0.0f);
+  }
+}
+
 // Loads one step of b for this lane; zeros past the warp's k range or the
 // matrix edge (so the FMAs that follow add exact zeros).
 template <typename T, bool kTransB, bool kVec>
 __device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, int64_t n_total,
                                                        int64_t k_total, int64_t k, int64_t k_end,
                                                        int64_t n_lane) {
-  constexpr int L = kLoadN<T, kTransB>;
   Stage<T, kTransB> s;
 #pragma unroll
   for (int r = 0; r < kLoads<kTransB>; ++r) {
@@ -89,34 +108,12 @@ __device__ __forceinline__ Stage<T, kTransB> LoadStage(const T* __restrict__ b, 
       // Row k + r, columns n_lane .. n_lane + 3.
       const int64_t kr = k + r;
       const T* p = b + kr * n_total + n_lane;
-      if constexpr (kVec) {
-        if (kr < k_end && n_lane < n_total) {
-          s.p[r] = *reinterpret_cast<const GPack<T, L>*>(p);
-        } else {
-#pragma unroll
-          for (int e = 0; e < L; ++e) s.p[r].v[e] = FromFloat<T>(0.0f);
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < L; ++e)
-          s.p[r].v[e] = (kr < k_end && n_lane + e < n_total) ? p[e] : FromFloat<T>(0.0f);
-      }
+      LoadPackOrZeros<kVec>(p, kr < k_end, n_lane, n_total, &s.p[r]);
     } else {
       // Row n_lane + 32 r of b, k .. k + L - 1.
       const int64_t n = n_lane + 32 * r;
       const T* p = b + n * k_total + k;
-      if constexpr (kVec) {
-        if (k < k_end && n < n_total) {
-          s.p[r] = *reinterpret_cast<const GPack<T, L>*>(p);
-        } else {
-#pragma unroll
-          for (int e = 0; e < L; ++e) s.p[r].v[e] = FromFloat<T>(0.0f);
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < L; ++e)
-          s.p[r].v[e] = (k + e < k_end && n < n_total) ? p[e] : FromFloat<T>(0.0f);
-      }
+      LoadPackOrZeros<kVec>(p, n < n_total, k, k_end, &s.p[r]);
     }
   }
   return s;
