@@ -9,26 +9,24 @@
 #include "common/cpu/small_host.h"
 #include "kerneld/op.h"
 #include "kerneld/thread_pool.h"
+#include "ops/layernorm/args.h"
 
 namespace kerneld::cpu {
 
 namespace {
 
 Status LayerNorm(KernelContext& ctx) {
-  const TensorView& x = ctx.input("x");
-  const TensorView& g = ctx.input("gamma");
-  const TensorView& b = ctx.input("beta");
-  TensorView& y = ctx.output("y");
-  const NormShape shape = RowsOf(x);  // not a structured binding: clang 14 cannot capture those
+  const layernorm::LayerNormArgs a = layernorm::LayerNormArgsOf(ctx);
+  const NormShape shape = RowsOf(a.x);  // not a structured binding: clang 14 cannot capture those
   const int64_t rows = shape.rows, h = shape.h;
   if (rows == 0) return Status::Ok();
-  const float eps = static_cast<float>(ctx.attr_f("eps"));
-  return DispatchFloating(x.dtype, "layernorm", [&](auto tag) {
+  const float eps = a.eps;
+  return DispatchFloating(a.x.dtype, "layernorm", [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = x.ptr<T>();
-    T* yp = y.ptr<T>();
-    const std::vector<float> gv = WeightF(g.ptr<T>(), h, 0.0f);
-    const std::vector<float> bv = WeightF(b.ptr<T>(), h, 0.0f);
+    const T* xp = a.x.ptr<T>();
+    T* yp = a.y.ptr<T>();
+    const std::vector<float> gv = WeightF(a.gamma.ptr<T>(), h, 0.0f);
+    const std::vector<float> bv = WeightF(a.beta.ptr<T>(), h, 0.0f);
     const float* gf = gv.data();
     const float* bf = bv.data();
     ParallelFor(ctx.pool, rows, RowGrain(h), [&](int64_t r0, int64_t r1) {

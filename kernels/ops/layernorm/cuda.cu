@@ -3,6 +3,7 @@
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dispatch.cuh"
 #include "kerneld/op.h"
+#include "ops/layernorm/args.h"
 #include "ops/layernorm/cuda.cuh"
 
 namespace kerneld::cuda {
@@ -10,19 +11,15 @@ namespace kerneld::cuda {
 namespace {
 
 Status LayerNorm(KernelContext& ctx) {
-  const TensorView& x = ctx.input("x");
-  const TensorView& g = ctx.input("gamma");
-  const TensorView& b = ctx.input("beta");
-  TensorView& y = ctx.output("y");
-  const RowShape r = RowsOf(x);
+  const ::kerneld::layernorm::LayerNormArgs a = ::kerneld::layernorm::LayerNormArgsOf(ctx);
+  const RowShape r = RowsOf(a.x);
   if (r.rows == 0) return Status::Ok();
-  const auto eps = static_cast<float>(ctx.attr_f("eps"));
-  return DispatchFloatingCuda(x.dtype, "layernorm", [&](auto tag) {
+  return DispatchFloatingCuda(a.x.dtype, "layernorm", [&](auto tag) {
     using T = decltype(tag);
-    return CudaStatus(
-        layernorm::LayerNorm<T>(x.ptr<T>(), g.ptr<T>(), b.ptr<T>(), y.ptr<T>(), r.rows, r.h, eps,
-                                ctx.device.sm_count, ctx.device.compute_capability, StreamOf(ctx)),
-        "layernorm");
+    return CudaStatus(layernorm::LayerNorm<T>(a.x.ptr<T>(), a.gamma.ptr<T>(), a.beta.ptr<T>(),
+                                              a.y.ptr<T>(), r.rows, r.h, a.eps, ctx.device.sm_count,
+                                              ctx.device.compute_capability, StreamOf(ctx)),
+                      "layernorm");
   });
 }
 
