@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "common/cuda/block_reduce.cuh"
+#include "common/cuda/sampling.cuh"
 
 namespace kerneld::cuda::min_p {
 
@@ -51,14 +52,13 @@ __global__ void __launch_bounds__(1024)
   namespace bo = blockops;
   __shared__ Scratch sc;
   const int64_t chunk = (vocab + int64_t{blockDim.x} - 1) / int64_t{blockDim.x};
-  const int64_t first = int64_t{threadIdx.x} * chunk;
-  const int64_t begin = first < vocab ? first : vocab;
-  const int64_t end = begin + chunk < vocab ? begin + chunk : vocab;
+  const ThreadChunk owned = ThreadChunkOf(vocab, chunk);
+  const int64_t begin = owned.begin, end = owned.end;
   const int tid = static_cast<int>(threadIdx.x);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = probs + r * vocab;
     curandStatePhilox4_32_10_t rng;
-    curand_init(seed, static_cast<unsigned long long>(r), 0, &rng);
+    InitRowRng(seed, r, &rng);
     float m = 0.0f;  // the max over positive values (0 when none)
     for (int64_t i = begin; i < end; ++i) m = fmaxf(m, __ldg(row + i));
     const float t = min_p * bo::Max(m, 0.0f, sc.f);

@@ -32,6 +32,7 @@
 
 #include "common/cuda/block_reduce.cuh"
 #include "common/cuda/launch.cuh"
+#include "common/cuda/sampling.cuh"
 
 namespace kerneld::cuda::top_k_top_p {
 
@@ -95,14 +96,13 @@ __global__ void __launch_bounds__(1024)
                    int64_t vocab, int64_t top_k, float top_p, unsigned long long seed) {
   __shared__ Scratch sc;
   const int64_t chunk = (vocab + 4 * int64_t{blockDim.x} - 1) / (4 * int64_t{blockDim.x}) * 4;
-  const int64_t first = int64_t{threadIdx.x} * chunk;
-  const int64_t begin = first < vocab ? first : vocab;
-  const int64_t end = begin + chunk < vocab ? begin + chunk : vocab;
+  const ThreadChunk owned = ThreadChunkOf(vocab, chunk);
+  const int64_t begin = owned.begin, end = owned.end;
   const int tid = static_cast<int>(threadIdx.x);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = probs + r * vocab;
     curandStatePhilox4_32_10_t rng;
-    curand_init(seed, static_cast<unsigned long long>(r), 0, &rng);
+    InitRowRng(seed, r, &rng);
     // `local`: this thread's mass above the pivot (0: no negatives, no NaNs).
     int count;
     float local;
