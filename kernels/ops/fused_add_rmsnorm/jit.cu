@@ -20,10 +20,7 @@ Status PlanFusedAddRmsNorm(const KernelContext& ctx, const JitTarget& target, Ji
   if (Status st = JitRowsOf("fused_add_rmsnorm", x, {&x, &res, &w, &xo, &ro}, out, &rows);
       !st.ok() || rows.r.rows == 0)
     return st;
-  const RowShape& r = rows.r;  // named, not bound: lambdas below capture them
-  const JitType& t = rows.t;
-  const int n = rows.n;
-  const int64_t units = rows.units;
+  const auto& [r, t, n, units] = rows;
   const std::string ns = "kerneld::cuda::fused_add_rmsnorm::";
   out->header = "ops/fused_add_rmsnorm/cuda.cuh";
   const float eps = static_cast<float>(ctx.attr_f("eps"));

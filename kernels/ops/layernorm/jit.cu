@@ -18,10 +18,7 @@ Status PlanLayerNorm(const KernelContext& ctx, const JitTarget& target, JitLaunc
   if (Status st = JitRowsOf("layernorm", x, {&x, &g, &b, &y}, out, &rows);
       !st.ok() || rows.r.rows == 0)
     return st;
-  const RowShape& r = rows.r;  // named, not bound: lambdas below capture them
-  const JitType& t = rows.t;
-  const int n = rows.n;
-  const int64_t units = rows.units;
+  const auto& [r, t, n, units] = rows;
   const std::string ns = "kerneld::cuda::layernorm::";
   out->header = "ops/layernorm/cuda.cuh";
   const float eps = static_cast<float>(ctx.attr_f("eps"));
