@@ -8,6 +8,7 @@
 #include "graph/graph_plan.h"
 #include "kerneld/check.h"
 #include "kerneld/size.h"
+#include "service/execution_info.h"
 #include "service/request_decode.h"
 #include "service/start_status.h"
 #include "service/tensor_codec.h"
@@ -393,15 +394,7 @@ void GraphRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl) 
   task->done = [call](Status st, const TaskTiming& timing) {
     Call& k = *call;
     if (st.ok()) st = CheckPinsAfterUse(k.pins);
-    v1::ExecutionInfo* info = k.resp->mutable_info();
-    info->set_backend(k.impl.backend);
-    info->set_device(k.device_id);
-    info->set_queue_ns(timing.queue_ns);
-    info->set_execute_ns(timing.execute_ns);
-    info->set_scheduled_ns(timing.scheduled_ns);
-    info->set_dequeued_ns(timing.dequeued_ns);
-    info->set_launched_ns(timing.launched_ns);
-    info->set_kernel_done_ns(timing.kernel_done_ns);
+    SetExecutionInfo(k.impl.backend, k.device_id, timing, k.resp->mutable_info());
     Metrics& metrics = k.runner->metrics_;
     metrics.ObserveRequest(k.series, st.code(), static_cast<double>(NsSince(k.arrival)) * 1e-9);
     if (timing.executed)

@@ -228,6 +228,18 @@ grpc::Status Serve(BufferHandlers& h, const grpc::ServerContextBase& ctx, bool c
 
 }  // namespace
 
+// The BufferService methods, each with whether it takes client memory:
+// registering client memory (CUDA IPC, shared memory) needs an identity
+// beyond loopback (ClientBuffersAllowed); the rest does not. Both services
+// (callback and sync) expand this one list.
+#define KERNELD_BUFFER_METHODS(X) \
+  X(RegisterCudaIpcBuffer, true)  \
+  X(AllocateBuffer, false)        \
+  X(RegisterSharedMemory, true)   \
+  X(UnregisterBuffer, false)      \
+  X(RenewLease, false)            \
+  X(ListBuffers, false)
+
 #define KERNELD_BUFFER_METHOD(Method, client_memory)                                           \
   grpc::ServerUnaryReactor* BufferServiceImpl::Method(                                         \
       grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req, grpc::ByteBuffer* resp) { \
@@ -235,14 +247,7 @@ grpc::Status Serve(BufferHandlers& h, const grpc::ServerContextBase& ctx, bool c
     r->Finish(Serve(h_, *ctx, client_memory, &BufferHandlers::Method, *req, resp));            \
     return r;                                                                                  \
   }
-// Registering client memory (CUDA IPC, shared memory) needs an identity
-// beyond loopback (ClientBuffersAllowed); the rest does not.
-KERNELD_BUFFER_METHOD(RegisterCudaIpcBuffer, true)
-KERNELD_BUFFER_METHOD(AllocateBuffer, false)
-KERNELD_BUFFER_METHOD(RegisterSharedMemory, true)
-KERNELD_BUFFER_METHOD(UnregisterBuffer, false)
-KERNELD_BUFFER_METHOD(RenewLease, false)
-KERNELD_BUFFER_METHOD(ListBuffers, false)
+KERNELD_BUFFER_METHODS(KERNELD_BUFFER_METHOD)
 #undef KERNELD_BUFFER_METHOD
 
 BufferServiceSyncImpl::BufferServiceSyncImpl(BufferHandlers& h) : h_(h) {
@@ -252,13 +257,10 @@ BufferServiceSyncImpl::BufferServiceSyncImpl(BufferHandlers& h) : h_(h) {
            [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) { \
              return Serve(h_, *ctx, client_memory, &BufferHandlers::Method, in, out);            \
            });
-  KERNELD_BUFFER_METHOD(RegisterCudaIpcBuffer, true)
-  KERNELD_BUFFER_METHOD(AllocateBuffer, false)
-  KERNELD_BUFFER_METHOD(RegisterSharedMemory, true)
-  KERNELD_BUFFER_METHOD(UnregisterBuffer, false)
-  KERNELD_BUFFER_METHOD(RenewLease, false)
-  KERNELD_BUFFER_METHOD(ListBuffers, false)
+  KERNELD_BUFFER_METHODS(KERNELD_BUFFER_METHOD)
 #undef KERNELD_BUFFER_METHOD
 }
+
+#undef KERNELD_BUFFER_METHODS
 
 }  // namespace kerneld::server

@@ -9,6 +9,7 @@
 #include "auth/principal_stats.h"
 #include "kerneld/check.h"
 #include "kerneld/size.h"
+#include "service/execution_info.h"
 #include "service/request_decode.h"
 #include "service/start_status.h"
 #include "service/tensor_codec.h"
@@ -283,15 +284,7 @@ void RequestRunner::Complete(Call& k, Status st, const TaskTiming& timing) {
   // A client that shrank its shared memory while the kernel ran got zeros
   // mapped under it (buffers/shm_source.cc): the result is not to be trusted.
   if (st.ok()) st = CheckPinsAfterUse(k.d.pins);
-  v1::ExecutionInfo* info = k.resp->mutable_info();
-  info->set_backend(target.series->backend);
-  info->set_device(target.device_id);
-  info->set_queue_ns(timing.queue_ns);
-  info->set_execute_ns(timing.execute_ns);
-  info->set_scheduled_ns(timing.scheduled_ns);
-  info->set_dequeued_ns(timing.dequeued_ns);
-  info->set_launched_ns(timing.launched_ns);
-  info->set_kernel_done_ns(timing.kernel_done_ns);
+  SetExecutionInfo(target.series->backend, target.device_id, timing, k.resp->mutable_info());
   if (!st.ok()) k.resp->clear_outputs();
   k.resp->mutable_status()->set_code(static_cast<int>(st.code()));
   if (!st.ok()) k.resp->mutable_status()->set_message(st.message());
