@@ -3,6 +3,8 @@
 #include <exception>
 #include <new>
 
+#include "kerneld_lane/futex.h"
+
 namespace kerneld::server {
 
 namespace {
@@ -11,14 +13,6 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 }  // namespace
 
@@ -124,7 +118,7 @@ void DeviceWorker::Loop() {
       const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin);
       while (depth_.load(std::memory_order_acquire) == 0 &&
              std::chrono::steady_clock::now() < until)
-        CpuRelax();
+        lane::CpuRelax();
       lock.lock();
     }
     cv_.wait(lock, [this] {
@@ -169,7 +163,8 @@ int64_t DeviceWorker::RunOne(std::unique_ptr<Task> task) {
                                                    std::to_string(timing.queue_ns / 1000) +
                                                    " us in the queue; not executed");
   } else if (task->cancelled && task->cancelled()) {
-    st = Status(StatusCode::kCancelled, task->call.op->name + ": cancelled by the client before it ran");
+    st = Status(StatusCode::kCancelled,
+                task->call.op->name + ": cancelled by the client before it ran");
   } else {
     inflight_.fetch_add(1, std::memory_order_relaxed);
     timing.executed = true;

@@ -74,6 +74,30 @@ LogField::LogField(std::string_view k, double v) : key(k), quoted(false) {
   value = b;
 }
 
+bool AppendControlEscape(char c, const char* control_format, std::string* o) {
+  const auto u = static_cast<unsigned char>(c);
+  switch (c) {
+    case '\\':
+      *o += "\\\\";  // so an escaped byte and a literal "\\n" differ
+      return true;
+    case '\n':
+      *o += "\\n";
+      return true;
+    case '\r':
+      *o += "\\r";
+      return true;
+    case '\t':
+      *o += "\\t";
+      return true;
+    default:
+      if (u >= 0x20 && u != 0x7f) return false;
+      char b[8];
+      std::snprintf(b, sizeof b, control_format, u);
+      *o += b;
+      return true;
+  }
+}
+
 std::string JsonEscape(std::string_view s) {
   std::string o;
   o.reserve(s.size() + 8);
@@ -90,31 +114,10 @@ std::string JsonEscape(std::string_view s) {
       }
       continue;
     }
-    switch (s[i]) {
-      case '"':
-        o += "\\\"";
-        break;
-      case '\\':
-        o += "\\\\";
-        break;
-      case '\n':
-        o += "\\n";
-        break;
-      case '\r':
-        o += "\\r";
-        break;
-      case '\t':
-        o += "\\t";
-        break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", u);
-          o += b;
-        } else {
-          o += s[i];
-        }
-    }
+    if (s[i] == '"')
+      o += "\\\"";
+    else if (!AppendControlEscape(s[i], "\\u%04x", &o))
+      o += s[i];
     ++i;
   }
   return o;

@@ -41,4 +41,10 @@ std::string LogTimestamp();
 // bytes that are not UTF-8 replaced by U+FFFD, so a line always parses.
 std::string JsonEscape(std::string_view s);
 
+// The escapes both log formats share: appends c to *o as \\, \n, \r or \t,
+// or another control byte (or DEL) through `control_format` ("\\u%04x" in
+// JSON, "\\x%02x" in text lines); false, appending nothing, for any other
+// byte.
+bool AppendControlEscape(char c, const char* control_format, std::string* o);
+
 }  // namespace kerneld::server

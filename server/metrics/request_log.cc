@@ -39,29 +39,7 @@ std::string TextEscape(const std::string& s, size_t max_len) {
   std::string o;
   o.reserve(n + 8);
   for (size_t i = 0; i < n; ++i) {
-    const auto u = static_cast<unsigned char>(s[i]);
-    switch (s[i]) {
-      case '\\':
-        o += "\\\\";
-        break;  // so an escaped byte and a literal "\\n" differ
-      case '\n':
-        o += "\\n";
-        break;
-      case '\r':
-        o += "\\r";
-        break;
-      case '\t':
-        o += "\\t";
-        break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\x%02x", u);
-          o += b;
-        } else {
-          o += s[i];
-        }
-    }
+    if (!AppendControlEscape(s[i], "\\x%02x", &o)) o += s[i];
   }
   if (cut) o += "\u2026";  // "…"
   return o;
