@@ -19,6 +19,21 @@
 
 namespace kerneld::cuda::fused_add_rmsnorm {
 
+// s = a + b in float32, kept for the output pass, its squares added to *ss;
+// returns s rounded to T (residual_out).
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> AddPacks(const Pack<T, N>& a, const Pack<T, N>& b,
+                                               float (&s)[N], float* ss) {
+  Pack<T, N> o;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    s[j] = ToFloat(a.v[j]) + ToFloat(b.v[j]);
+    *ss += s[j] * s[j];
+    o.v[j] = FromFloat<T>(s[j]);
+  }
+  return o;
+}
+
 // In place, x_out == x and residual_out == residual: not __restrict__. Each
 // thread reads its elements before it writes them, and no other thread
 // touches them.
@@ -46,14 +61,7 @@ __global__ void __launch_bounds__(1024)
         const P a = xr[u];
         const P b = rr[u];
         wv.LoadEarly(wp, k, u);
-        P o;
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          s[k][j] = ToFloat(a.v[j]) + ToFloat(b.v[j]);
-          ss += s[k][j] * s[k][j];
-          o.v[j] = FromFloat<T>(s[k][j]);
-        }
-        ro[u] = o;
+        ro[u] = AddPacks(a, b, s[k], &ss);
       }
     }
     const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
@@ -144,14 +152,7 @@ __global__ void __launch_bounds__(kSplitMaxThreads)
       const P a = xr[u];
       const P b = rr[u];
       wv[k] = wp[u];
-      P o;
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        s[k][j] = ToFloat(a.v[j]) + ToFloat(b.v[j]);
-        ss += s[k][j] * s[k][j];
-        o.v[j] = FromFloat<T>(s[k][j]);
-      }
-      ro[u] = o;
+      ro[u] = AddPacks(a, b, s[k], &ss);
     }
   }
   const float h = static_cast<float>(units * N);
