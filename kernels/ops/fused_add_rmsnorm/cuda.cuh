@@ -34,6 +34,16 @@ __device__ __forceinline__ Pack<T, N> AddPacks(const Pack<T, N>& a, const Pack<T
   return o;
 }
 
+// The output pack: s * scale * (w + bias), rounded to T.
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> ScaledPack(const float (&s)[N], float scale,
+                                                 const Pack<T, N>& w, float bias) {
+  Pack<T, N> o;
+#pragma unroll
+  for (int j = 0; j < N; ++j) o.v[j] = FromFloat<T>(s[j] * scale * (ToFloat(w.v[j]) + bias));
+  return o;
+}
+
 // In place, x_out == x and residual_out == residual: not __restrict__. Each
 // thread reads its elements before it writes them, and no other thread
 // touches them.
@@ -71,11 +81,7 @@ __global__ void __launch_bounds__(1024)
       const int u = threadIdx.x + k * blockDim.x;
       if (live && u < units) {
         const P& wk = wv.Get(wp, k, u);
-        P o;
-#pragma unroll
-        for (int j = 0; j < N; ++j)
-          o.v[j] = FromFloat<T>(s[k][j] * scale * (ToFloat(wk.v[j]) + bias));
-        xo[u] = o;
+        xo[u] = ScaledPack(s[k], scale, wk, bias);
       }
     }
   }
@@ -162,11 +168,7 @@ __global__ void __launch_bounds__(kSplitMaxThreads)
   for (int k = 0; k < kItems; ++k) {
     const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
     if (u < slot.u1) {
-      P o;
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        o.v[j] = FromFloat<T>(s[k][j] * scale * (ToFloat(wv[k].v[j]) + bias));
-      xo[u] = o;
+      xo[u] = ScaledPack(s[k], scale, wv[k], bias);
     }
   }
 }
