@@ -38,13 +38,19 @@ inline std::atomic<int> g_force_split_rows{-1};
 inline std::atomic<int64_t> g_split_row_launches{0};
 
 inline constexpr int kSplitMaxCluster = 16;          // the H100's non-portable limit
-inline constexpr int64_t kSplitMinRowBytes = 16384;  // hidden 8192 in 16-bit types
+// Rows from 32 KiB (hidden 16384 in 16-bit types), at most kSplitMaxRows of
+// them: measured on an H100 (2026-11-26, bench/jit_bench's 1row_us column),
+// one block a row stays faster at hidden 8192 (4.5 against 5.5 us at 1-64
+// rows) and at 64 rows (64 x 32768: 8.6 against 10.5 us); the split wins at
+// 1-16 rows of 16384 (5.6 against 6.2) and 32768 (5.6-6.2 against 8.2-8.4).
+inline constexpr int64_t kSplitMinRowBytes = 32768;
+inline constexpr int64_t kSplitMaxRows = 32;
 inline constexpr int64_t kSplitMinChunkBytes = 2048;
 
 // The plan of `rows` rows of `units` packs of `pack_bytes` bytes, with at
 // most `max_items` packs cached a thread. Split where one block a row leaves
-// SMs idle (rows < SMs) and the row is wide (>= 16 KiB: hidden 8192 in
-// float16 / bfloat16, 4096 in float32). C, a power of 2 up to 16, is what
+// SMs idle (rows <= kSplitMaxRows) and the row is wide (>= 32 KiB: hidden
+// 16384 in float16 / bfloat16, 8192 in float32). C, a power of 2 up to 16, is what
 // puts a block on every SM (rows * C >= SMs), lowered while a block would
 // get less than 2 KiB of the row (16 x 8192 float16: 8 blocks of 128 packs
 // a row, not 16 of 64), raised while a block would need more than
@@ -61,7 +67,7 @@ inline SplitRowPlan PlanSplitRows(int64_t rows, int64_t units, int pack_bytes, i
   if (force >= 2) {
     c = std::min(force, kSplitMaxCluster);
   } else {
-    if (rows >= sms || units * pack_bytes < kSplitMinRowBytes) return p;
+    if (rows >= sms || rows > kSplitMaxRows || units * pack_bytes < kSplitMinRowBytes) return p;
     const int64_t want = (sms + rows - 1) / rows;
     while (c < want && c < kSplitMaxCluster) c *= 2;
     while (c > 2 && (units + c - 1) / c * pack_bytes < kSplitMinChunkBytes) c /= 2;
