@@ -25,8 +25,8 @@
 #include "cli_flags.h"
 #include "client.h"
 #include "credentials.h"
-#include "input_gen.h"
 #include "graph_commands.h"
+#include "input_gen.h"
 #include "jit_commands.h"
 #include "kerneld/percentile.h"
 #include "lane_client.h"
@@ -245,6 +245,16 @@ int List(KernelClient& c, const std::string& name) {
       if (g.kind() == v1::InputGeneration::PROBABILITIES) std::printf(" random: probabilities");
       if (g.kind() == v1::InputGeneration::INDEX)
         std::printf(" random: indices below %s", g.upper().c_str());
+      if (g.kind() == v1::InputGeneration::INDPTR)
+        std::printf(" made: offsets into %s, one more than its segments", g.upper().c_str());
+      if (g.kind() == v1::InputGeneration::LENGTH)
+        std::printf(" random: lengths in [1, %s]", g.upper().c_str());
+      if (g.kind() == v1::InputGeneration::PERMUTATION)
+        std::printf(" random: distinct indices below %s", g.upper().c_str());
+      if (g.kind() == v1::InputGeneration::SEGMENT)
+        std::printf(" made: entries split in order into %s", g.upper().c_str());
+      if (g.kind() == v1::InputGeneration::MODULO)
+        std::printf(" made: entry i mod %s", g.upper().c_str());
       if (!g.shape().empty()) std::printf(" random shape: %s", g.shape().c_str());
       std::printf("\n");
     }
@@ -818,10 +828,11 @@ int main(int argc, char** argv) {
     if (const std::string word = CommandWord(app, argc, argv);
         !word.empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr &&
         app.get_subcommands().empty()) {
-      std::fprintf(stderr,
-                   "kernelctl: unknown command '%s' (info, list, health, buffers, jit, graph, replay, "
-                   "run, perf); kernelctl --help describes them\n",
-                   word.c_str());
+      std::fprintf(
+          stderr,
+          "kernelctl: unknown command '%s' (info, list, health, buffers, jit, graph, replay, "
+          "run, perf); kernelctl --help describes them\n",
+          word.c_str());
       return 2;
     }
     std::string where = "kernelctl";

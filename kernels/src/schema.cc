@@ -18,10 +18,11 @@ OpDef& OpDef::Input(std::string n, DTypeSet dts, const std::string& shape, std::
 // A misdeclared generation hint is a programming error, caught by the
 // registry test like a malformed shape pattern.
 OpDef& OpDef::Gen(InputGen kind, std::string upper) {
-  if (inputs.empty() || (kind == InputGen::kIndex) == upper.empty()) {
+  const bool takes_upper = kind != InputGen::kUniform && kind != InputGen::kProbabilities;
+  if (inputs.empty() || takes_upper == upper.empty()) {
     std::fprintf(stderr,
-                 "kerneld: %s: Gen() follows an Input(); kIndex, and only kIndex, names "
-                 "the symbol bounding its values\n",
+                 "kerneld: %s: Gen() follows an Input(); every kind but kUniform and "
+                 "kProbabilities, and only those, names the symbol bounding its values\n",
                  name.c_str());
     std::abort();
   }

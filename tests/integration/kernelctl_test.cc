@@ -243,6 +243,12 @@ TEST(Kernelctl, EveryOpRunsWithItsShapeAlone) {
       {"top_k_top_p_sampling", "4x1000"},
       {"min_p_sampling", "4x1000"},
       {"gemm", "8x16"},
+      // The attention ops' first inputs are [tokens, heads, head_dim].
+      {"batch_decode_paged", "4x8x64"},
+      {"batch_prefill_paged", "16x8x64"},
+      {"batch_prefill_ragged", "16x8x64"},
+      {"append_paged_kv_cache", "16x2x64"},
+      {"merge_state", "4x8x64"},
   };
   for (const auto& k : lk.kernels()) {
     auto it = shapes.find(k.name());
@@ -260,11 +266,16 @@ TEST(Kernelctl, EveryOpRunsWithItsShapeAlone) {
     EXPECT_EQ(Ctl("--target " + d.target() + args, &out), 0) << args << ": " << out;
   }
   // Where there is a reference, the values are right too.
-  for (const char* args : {" run rope --shape 4x8x64 --check",
-                           " run rope --shape 3x2x16 --check "
-                           "--attr is_neox=false",
-                           " run gemm --shape 8x16 --check",
-                           " run gemm --shape 8x16 --attr transpose_b=true --check"}) {
+  for (const char* args :
+       {" run rope --shape 4x8x64 --check",
+        " run rope --shape 3x2x16 --check "
+        "--attr is_neox=false",
+        " run gemm --shape 8x16 --check", " run gemm --shape 8x16 --attr transpose_b=true --check",
+        " run batch_decode_paged --shape 3x4x32 --check",
+        " run batch_prefill_paged --shape 16x8x64 --attr causal=true --check",
+        " run batch_prefill_ragged --shape 9x2x16 --check",
+        " run append_paged_kv_cache --shape 16x2x64 --check",
+        " run merge_state --shape 4x8x64 --check"}) {
     std::string out;
     EXPECT_EQ(Ctl("--target " + d.target() + args, &out), 0) << args << ": " << out;
     EXPECT_TRUE(Has(out, "PASS")) << args << ": " << out;

@@ -29,6 +29,16 @@ enum class InputGen {
   kUniform = 0,        // floating: uniform in [-2, 2); integer: 0 or 1
   kProbabilities = 1,  // non-negative, each row (last dim) sums to 1
   kIndex = 2,          // integers in [0, the value of symbol gen_upper)
+  // Offsets of gen_shape's segments (one dim: the segment count) into the
+  // value of symbol gen_upper items, the segments as even as they divide:
+  // segments + 1 entries, entry b = b * upper / segments (an indptr).
+  kIndptr = 3,
+  kLength = 4,       // integers in [1, the value of symbol gen_upper] (last_page_len)
+  kPermutation = 5,  // distinct integers in [0, upper) while they last, then again (page numbers)
+  // Entry i of n: its segment when the n entries split in order, as evenly
+  // as they divide, into the value of symbol gen_upper: i * upper / n.
+  kSegment = 6,
+  kModulo = 7,  // entry i: i mod the value of symbol gen_upper (positions)
 };
 
 struct InputDef {
@@ -37,7 +47,7 @@ struct InputDef {
   ShapePattern shape;
   std::string doc;
   InputGen gen = InputGen::kUniform;
-  std::string gen_upper;  // kIndex: the shape symbol bounding the values ("max_position")
+  std::string gen_upper;  // all but kUniform and kProbabilities: the shape symbol ("max_position")
   // The shape a client makes, a pattern over symbols earlier inputs bind,
   // where `shape` leaves a dim free ("[K, K]" for gemm's b; a rope cache
   // "[num_tokens, head_dim]"); "" makes what `shape` says.
@@ -87,8 +97,9 @@ struct OpDef {
     return *this;
   }
   OpDef& Input(std::string n, DTypeSet dts, const std::string& shape = "[...]", std::string d = "");
-  // How clients generate the input declared last (InputGen): kIndex takes
-  // the symbol bounding its values. Aborts when no input is declared yet.
+  // How clients generate the input declared last (InputGen): every kind but
+  // kUniform and kProbabilities takes the symbol bounding its values. Aborts when no input is
+  // declared yet.
   OpDef& Gen(InputGen kind, std::string upper = "");
   // The shape clients generate for the input declared last (InputDef::gen_shape).
   OpDef& GenShape(const std::string& pattern);

@@ -24,10 +24,15 @@ KERNELD_OP(batch_prefill_ragged) {
       .Input("q", kFloatingTypes, "[nnz_q, num_qo_heads, head_dim]", "the requests' query rows")
       .Input("qo_indptr", {DType::kInt32}, "[indptr_len]",
              "batch + 1 entries: request b's rows are q[qo_indptr[b]:qo_indptr[b+1]]")
+      .Gen(InputGen::kIndptr, "nnz_q")
+      .GenShape("[4]")  // four requests
       .Input("k", kFloatingTypes, "[nnz_kv, num_kv_heads, head_dim]", "keys, q's dtype")
+      .GenShape("[2*nnz_q, num_qo_heads, head_dim]")
       .Input("v", kFloatingTypes, "[nnz_kv, num_kv_heads, head_dim]", "values, q's dtype")
       .Input("kv_indptr", {DType::kInt32}, "[indptr_len]",
              "batch + 1 entries: request b's keys are k[kv_indptr[b]:kv_indptr[b+1]]")
+      .Gen(InputGen::kIndptr, "nnz_kv")
+      .GenShape("[4]")
       .SameDType("q", "k")
       .SameDType("q", "v")
       .Check(attention::CheckHeads)
