@@ -34,7 +34,7 @@ v1::InputGeneration GenerationOf(const v1::KernelInfo& k, int i);
 // The values of the index kinds whose values follow from their place and
 // one bound (INDPTR, LENGTH, PERMUTATION, SEGMENT, MODULO: the
 // InputGeneration.Kind), over `values` as laid out; others are left as
-// they are. kernel_bench draws its index inputs with it too.
+// they are.
 void StructuredIndex(int kind, int64_t upper, std::mt19937_64& rng, std::vector<double>* values);
 
 // Every input of `k`, by name. False with *error on a request that cannot
