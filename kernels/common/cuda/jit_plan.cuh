@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "common/cuda/cuda_check.cuh"
 #include "common/cuda/rows.cuh"
 #include "common/cuda/split_rows.cuh"
 #include "kerneld/jit.h"
