@@ -46,4 +46,27 @@ Status RunAttendCpu(KernelContext& ctx, const char* op, const AttnProblem& p, co
   });
 }
 
+// Attention over a paged cache (idx, already checked): request b's query
+// rows are [qo[b], qo[b + 1]) of q, or row b alone when qo is null (decode).
+inline Status RunPagedAttendCpu(KernelContext& ctx, const char* op,
+                                const ::kerneld::attention::PagedIndex& idx, const int32_t* qo) {
+  const TensorView& q = ctx.input("q");
+  AttnProblem p;
+  p.batch = idx.batch;
+  p.hq = q.dim(1);
+  p.hkv = ctx.input("k_cache").dim(2);
+  p.d = q.dim(2);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    p.qo_start.push_back(qo ? qo[b] : b);
+    p.qo_len.push_back(qo ? qo[b + 1] - qo[b] : 1);
+    p.kv_len.push_back(::kerneld::attention::PagedKvLen(idx, b));
+  }
+  ScoresOf(ctx, p.d, &p);
+  const int64_t ps = idx.page_size;
+  return RunAttendCpu(ctx, op, p, ctx.input("k_cache"), ctx.input("v_cache"),
+                      [&](int64_t b, int64_t j) {
+                        return int64_t{idx.indices[idx.indptr[b] + j / ps]} * ps + j % ps;
+                      });
+}
+
 }  // namespace kerneld::cpu

@@ -15,22 +15,7 @@ Status BatchPrefillPaged(KernelContext& ctx) {
   KERNELD_RETURN_IF_ERROR(
       attention::CheckIndptr(op, "qo_indptr", qo, idx.batch, q.dim(0), "rows of 'q'", true));
   KERNELD_RETURN_IF_ERROR(attention::CheckPaged(op, idx));
-  AttnProblem p;
-  p.batch = idx.batch;
-  p.hq = q.dim(1);
-  p.hkv = ctx.input("k_cache").dim(2);
-  p.d = q.dim(2);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    p.qo_start.push_back(qo[b]);
-    p.qo_len.push_back(qo[b + 1] - qo[b]);
-    p.kv_len.push_back(attention::PagedKvLen(idx, b));
-  }
-  ScoresOf(ctx, p.d, &p);
-  const int64_t ps = idx.page_size;
-  return RunAttendCpu(ctx, op, p, ctx.input("k_cache"), ctx.input("v_cache"),
-                      [&](int64_t b, int64_t j) {
-                        return int64_t{idx.indices[idx.indptr[b] + j / ps]} * ps + j % ps;
-                      });
+  return RunPagedAttendCpu(ctx, op, idx, qo);
 }
 
 }  // namespace
