@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "bench_cuda.cuh"
+#include "bench_device.h"
 #include "common/cuda/split_row_plan.h"
 #include "jit/compiler.h"
 #include "jit/cuda_driver.h"
@@ -342,13 +343,7 @@ int Main(int argc, char** argv) {
   CK(cudaFree(nullptr));  // the runtime's primary context, which the driver's loads share
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  DeviceInfo dev;
-  dev.device = Device::Cuda(0);
-  dev.name = prop.name;
-  dev.compute_capability = prop.major * 10 + prop.minor;
-  dev.sm_count = prop.multiProcessorCount;
-  dev.total_memory = static_cast<int64_t>(prop.totalGlobalMem);
-  dev.l2_bytes = prop.l2CacheSize;
+  const DeviceInfo dev = bench::DescribeCudaDevice(0, prop);
   const std::string arch = server::jit::DeviceArch(*driver, 0, &why);
   if (arch.empty()) return std::fprintf(stderr, "jit_bench: %s\n", why.c_str()), 1;
   if (cache_root.empty()) {

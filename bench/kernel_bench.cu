@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "bench_cuda.cuh"
+#include "bench_device.h"
 #include "kerneld/call.h"
 #include "kerneld/op.h"
 
@@ -215,12 +216,7 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  DeviceInfo dev;
-  dev.device = Device::Cuda(0);
-  dev.name = prop.name;
-  dev.compute_capability = prop.major * 10 + prop.minor;
-  dev.sm_count = prop.multiProcessorCount;
-  dev.l2_bytes = prop.l2CacheSize;
+  const DeviceInfo dev = bench::DescribeCudaDevice(0, prop);
   g_sms = prop.multiProcessorCount;
   std::printf("device: %s, %d SMs, L2 %d MiB, %s\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20,
