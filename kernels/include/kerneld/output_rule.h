@@ -30,6 +30,15 @@ using OutputRuleFn =
 struct OutputRule {
   std::string description;  // "same as x", "[..., d] float32"
   OutputRuleFn fn;
+  // What SameAs and ShapeOf say, for a client that describes the op
+  // without running it (the KServe front end's model metadata): the input
+  // whose dtype the output takes ("": fixed_dtype), the input whose shape
+  // it takes (SameAs), else the shape pattern (ShapeOf). A rule of its own
+  // (fn alone) leaves them empty.
+  std::string dtype_of;
+  DType fixed_dtype = DType::kInvalid;
+  std::string shape_of;
+  ShapePattern shape;
 };
 
 // Output dtype and shape equal input `name`'s.
