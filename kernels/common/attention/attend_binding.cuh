@@ -1,8 +1,12 @@
 // The binding of the three attention ops to common/attention/attend.cuh:
-// the chunk count, the scratch, the index check, the launch, the flag.
+// the problem from the context, the chunk count, the scratch, the index
+// check, the launch, the flag. Each op's cuda.cu is one call here
+// (RunPagedAttend for decode and paged prefill, RunRaggedAttend).
 #pragma once
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "common/attention/attend.cuh"
 #include "common/attention/cuda_binding.cuh"
@@ -44,6 +48,79 @@ inline Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, Chec
     }
   }));
   return scratch.Finish(host_check);
+}
+
+// The parts of a problem every attention op reads the same way: q, o and
+// lse from ctx, k / v and their kv heads from the op's key tensors.
+inline AttendParams QueryParams(KernelContext& ctx, const TensorView& k, const TensorView& v,
+                                int64_t hkv) {
+  const TensorView& q = ctx.input("q");
+  AttendParams p;
+  p.q = q.raw();
+  p.k = k.raw();
+  p.v = v.raw();
+  p.o = ctx.output("o").raw();
+  p.lse = ctx.output("lse").ptr<float>();
+  p.rows = q.dim(0);
+  p.hq = static_cast<int>(q.dim(1));
+  p.hkv = static_cast<int>(hkv);
+  p.group = p.hq / p.hkv;
+  return p;
+}
+
+// indices.h's CheckIndptr on a host copy of qo_indptr (the error path).
+inline Status HostCheckQo(const char* op, const KernelContext& ctx, int64_t batch) {
+  const std::vector<int32_t> qo = HostInts(ctx.input("qo_indptr"));
+  return ::kerneld::attention::CheckIndptr(op, "qo_indptr", qo.data(), batch, ctx.input("q").dim(0),
+                                           "rows of 'q'", true);
+}
+
+// Attention over the paged cache of ctx: batch_decode_paged (one query row
+// per request) or, with `prefill`, batch_prefill_paged (qo_indptr's rows).
+inline Status RunPagedAttend(KernelContext& ctx, const char* op, bool prefill) {
+  const TensorView& kc = ctx.input("k_cache");
+  CheckParams c = PagedCheck(ctx);
+  AttendParams p = QueryParams(ctx, kc, ctx.input("v_cache"), kc.dim(2));
+  if (prefill) {
+    c.qo_indptr = ctx.input("qo_indptr").ptr<int32_t>();
+    c.qo_total = p.rows;
+    p.qo_indptr = c.qo_indptr;
+  }
+  p.kv = {c.kv_indptr, c.kv_indices, c.last_page_len,
+          c.kv_total,  c.max_pages,  static_cast<int>(c.page_size)};
+  p.batch = c.batch;
+  const int64_t avg = c.batch > 0 ? c.kv_total * c.page_size / c.batch : 0;
+  return RunAttend(ctx, op, p, c, avg, [&]() -> Status {
+    if (prefill) KERNELD_RETURN_IF_ERROR(HostCheckQo(op, ctx, c.batch));
+    ::kerneld::attention::PagedIndex idx;
+    std::vector<std::vector<int32_t>> keep;
+    return HostCheckPaged(op, ctx, &idx, &keep);
+  });
+}
+
+// batch_prefill_ragged: each request's rows of q over its rows of k / v.
+inline Status RunRaggedAttend(KernelContext& ctx, const char* op) {
+  const TensorView& k = ctx.input("k");
+  const int batch = static_cast<int>(ctx.input("qo_indptr").dim(0) - 1);
+  AttendParams p = QueryParams(ctx, k, ctx.input("v"), k.dim(1));
+  CheckParams c;
+  c.batch = batch;
+  c.kv_indptr = ctx.input("kv_indptr").ptr<int32_t>();
+  c.kv_exact = true;
+  c.kv_total = k.dim(0);
+  c.qo_indptr = ctx.input("qo_indptr").ptr<int32_t>();
+  c.qo_total = p.rows;
+  p.kv.indptr = c.kv_indptr;
+  p.kv.nnz = k.dim(0);
+  p.qo_indptr = c.qo_indptr;
+  p.batch = batch;
+  const int64_t avg = batch > 0 ? k.dim(0) / batch : 0;
+  return RunAttend(ctx, op, p, c, avg, [&]() -> Status {
+    KERNELD_RETURN_IF_ERROR(HostCheckQo(op, ctx, batch));
+    const std::vector<int32_t> kv = HostInts(ctx.input("kv_indptr"));
+    return ::kerneld::attention::CheckIndptr(op, "kv_indptr", kv.data(), batch, k.dim(0),
+                                             "rows of 'k'", true);
+  });
 }
 
 }  // namespace kerneld::cuda::attention

@@ -46,22 +46,34 @@ Status RunAttendCpu(KernelContext& ctx, const char* op, const AttnProblem& p, co
   });
 }
 
-// Attention over a paged cache (idx, already checked): request b's query
-// rows are [qo[b], qo[b + 1]) of q, or row b alone when qo is null (decode).
-inline Status RunPagedAttendCpu(KernelContext& ctx, const char* op,
-                                const ::kerneld::attention::PagedIndex& idx, const int32_t* qo) {
+// The problem of ctx's q over `batch` requests of kv_len(b) keys each:
+// request b's query rows are [qo[b], qo[b + 1]) of q, or row b alone when
+// qo is null (decode); the caller has checked every index.
+template <typename KvLenFn>
+AttnProblem QueryProblem(const KernelContext& ctx, int64_t batch, int64_t hkv, const int32_t* qo,
+                         KvLenFn kv_len) {
   const TensorView& q = ctx.input("q");
   AttnProblem p;
-  p.batch = idx.batch;
+  p.batch = batch;
   p.hq = q.dim(1);
-  p.hkv = ctx.input("k_cache").dim(2);
+  p.hkv = hkv;
   p.d = q.dim(2);
   for (int64_t b = 0; b < p.batch; ++b) {
     p.qo_start.push_back(qo ? qo[b] : b);
     p.qo_len.push_back(qo ? qo[b + 1] - qo[b] : 1);
-    p.kv_len.push_back(::kerneld::attention::PagedKvLen(idx, b));
+    p.kv_len.push_back(kv_len(b));
   }
   ScoresOf(ctx, p.d, &p);
+  return p;
+}
+
+// Attention over a paged cache (idx, already checked): request b's query
+// rows are [qo[b], qo[b + 1]) of q, or row b alone when qo is null (decode).
+inline Status RunPagedAttendCpu(KernelContext& ctx, const char* op,
+                                const ::kerneld::attention::PagedIndex& idx, const int32_t* qo) {
+  const AttnProblem p =
+      QueryProblem(ctx, idx.batch, ctx.input("k_cache").dim(2), qo,
+                   [&](int64_t b) { return ::kerneld::attention::PagedKvLen(idx, b); });
   const int64_t ps = idx.page_size;
   return RunAttendCpu(ctx, op, p, ctx.input("k_cache"), ctx.input("v_cache"),
                       [&](int64_t b, int64_t j) {

@@ -90,25 +90,43 @@ inline void ScoreAttrs(const AttrMap& attrs, int64_t d, bool causal, RefProblem*
   p->causal = causal && AttrOr(attrs, "causal", false);
 }
 
+// A paged cache's index arrays from `in`, as int32, and the PagedIndex
+// over them, checked (CheckPaged).
+struct RefPagedIndex {
+  std::vector<int32_t> indptr, indices, last;
+  PagedIndex idx;
+};
+
+inline bool PagedIndexRef(const std::string& op, const HostTensors& in, RefPagedIndex* r,
+                          std::string* error) {
+  const HostTensor* kc = RefInput(in, "k_cache", op, error);
+  const HostTensor* ip = RefInput(in, "kv_indptr", op, error);
+  const HostTensor* ix = RefInput(in, "kv_indices", op, error);
+  const HostTensor* lp = RefInput(in, "kv_last_page_len", op, error);
+  if (!kc || !ip || !ix || !lp) return false;
+  if (kc->shape.size() != 4) return *error = op + ": bad k_cache rank", false;
+  r->indptr = Ints(*ip);
+  r->indices = Ints(*ix);
+  r->last = Ints(*lp);
+  r->idx = {r->indptr.data(),
+            r->indices.data(),
+            r->last.data(),
+            static_cast<int64_t>(r->last.size()),
+            static_cast<int64_t>(r->indices.size()),
+            kc->shape[0],
+            kc->shape[1]};
+  if (Status st = CheckPaged(op, r->idx); !st.ok()) return *error = st.message(), false;
+  return true;
+}
+
 // The paged cache of `in` as keys of a RefProblem (indices checked).
 inline bool PagedRef(const std::string& op, const HostTensors& in, RefProblem* p,
                      std::vector<int64_t>* store, std::string* error) {
   const HostTensor* kc = RefInput(in, "k_cache", op, error);
   const HostTensor* vc = RefInput(in, "v_cache", op, error);
-  const HostTensor* ip = RefInput(in, "kv_indptr", op, error);
-  const HostTensor* ix = RefInput(in, "kv_indices", op, error);
-  const HostTensor* lp = RefInput(in, "kv_last_page_len", op, error);
-  if (!kc || !vc || !ip || !ix || !lp) return false;
-  if (kc->shape.size() != 4) return *error = op + ": bad k_cache rank", false;
-  const std::vector<int32_t> indptr = Ints(*ip), indices = Ints(*ix), last = Ints(*lp);
-  PagedIndex idx{indptr.data(),
-                 indices.data(),
-                 last.data(),
-                 static_cast<int64_t>(last.size()),
-                 static_cast<int64_t>(indices.size()),
-                 kc->shape[0],
-                 kc->shape[1]};
-  if (Status st = CheckPaged(op, idx); !st.ok()) return *error = st.message(), false;
+  RefPagedIndex r;
+  if (!kc || !vc || !PagedIndexRef(op, in, &r, error)) return false;
+  const PagedIndex& idx = r.idx;
   p->batch = idx.batch;
   p->hkv = kc->shape[2];
   p->kv_len.resize(static_cast<size_t>(p->batch));
@@ -118,8 +136,7 @@ inline bool PagedRef(const std::string& op, const HostTensors& in, RefProblem* p
   std::vector<int64_t> first(static_cast<size_t>(p->batch) + 1, 0);
   for (int64_t b = 0; b < p->batch; ++b) {
     for (int64_t j = 0; j < p->kv_len[static_cast<size_t>(b)]; ++j)
-      store->push_back(int64_t{indices[static_cast<size_t>(indptr[b] + j / idx.page_size)]} *
-                           idx.page_size +
+      store->push_back(int64_t{idx.indices[idx.indptr[b] + j / idx.page_size]} * idx.page_size +
                        j % idx.page_size);
     first[static_cast<size_t>(b) + 1] = static_cast<int64_t>(store->size());
   }
@@ -128,25 +145,6 @@ inline bool PagedRef(const std::string& op, const HostTensors& in, RefProblem* p
     const int64_t tok = (*store)[static_cast<size_t>(first[static_cast<size_t>(b)] + j)];
     return (v ? vc : kc)->values.data() + (tok * hkv + h) * d;
   };
-  return true;
-}
-
-inline bool DecodeReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
-                            std::string* error) {
-  const std::string op = "batch_decode_paged";
-  const HostTensor* q = RefInput(in, "q", op, error);
-  if (!q) return false;
-  RefProblem p;
-  std::vector<int64_t> store;
-  if (!PagedRef(op, in, &p, &store, error)) return false;
-  p.hq = q->shape[1];
-  p.d = q->shape[2];
-  for (int64_t b = 0; b < p.batch; ++b) {
-    p.qo_start.push_back(b);
-    p.qo_len.push_back(1);
-  }
-  ScoreAttrs(attrs, p.d, false, &p);
-  AttendReference(p, *q, out);
   return true;
 }
 
@@ -161,8 +159,6 @@ inline bool QoRef(const std::string& op, const HostTensors& in, const HostTensor
           CheckIndptr(op, "qo_indptr", qo.data(), p->batch, q.shape[0], "rows of 'q'", true);
       !st.ok())
     return *error = st.message(), false;
-  p->hq = q.shape[1];
-  p->d = q.shape[2];
   for (int64_t b = 0; b < p->batch; ++b) {
     p->qo_start.push_back(qo[static_cast<size_t>(b)]);
     p->qo_len.push_back(qo[static_cast<size_t>(b) + 1] - qo[static_cast<size_t>(b)]);
@@ -170,23 +166,35 @@ inline bool QoRef(const std::string& op, const HostTensors& in, const HostTensor
   return true;
 }
 
-inline bool PrefillPagedReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
-                                  std::string* error) {
-  const std::string op = "batch_prefill_paged";
+// Attention over the paged cache of `in`: decode (one query row per
+// request) or, with `prefill`, qo_indptr's rows (causal where asked).
+inline bool PagedAttendReference(const std::string& op, bool prefill, const HostTensors& in,
+                                 const AttrMap& attrs, HostTensors* out, std::string* error) {
   const HostTensor* q = RefInput(in, "q", op, error);
   if (!q) return false;
   RefProblem p;
   std::vector<int64_t> store;
-  if (!QoRef(op, in, *q, &p, error)) return false;
-  std::vector<int64_t> qs = p.qo_start, ql = p.qo_len;
+  if (prefill && !QoRef(op, in, *q, &p, error)) return false;
   if (!PagedRef(op, in, &p, &store, error)) return false;
-  p.qo_start = qs;
-  p.qo_len = ql;
+  for (int64_t b = 0; !prefill && b < p.batch; ++b) {
+    p.qo_start.push_back(b);
+    p.qo_len.push_back(1);
+  }
   p.hq = q->shape[1];
   p.d = q->shape[2];
-  ScoreAttrs(attrs, p.d, true, &p);
+  ScoreAttrs(attrs, p.d, prefill, &p);
   AttendReference(p, *q, out);
   return true;
+}
+
+inline bool DecodeReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
+                            std::string* error) {
+  return PagedAttendReference("batch_decode_paged", false, in, attrs, out, error);
+}
+
+inline bool PrefillPagedReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
+                                  std::string* error) {
+  return PagedAttendReference("batch_prefill_paged", true, in, attrs, out, error);
 }
 
 inline bool PrefillRaggedReference(const HostTensors& in, const AttrMap& attrs, HostTensors* out,
@@ -204,6 +212,8 @@ inline bool PrefillRaggedReference(const HostTensors& in, const AttrMap& attrs, 
           CheckIndptr(op, "kv_indptr", kv.data(), p.batch, k->shape[0], "rows of 'k'", true);
       !st.ok())
     return *error = st.message(), false;
+  p.hq = q->shape[1];
+  p.d = q->shape[2];
   p.hkv = k->shape[1];
   for (int64_t b = 0; b < p.batch; ++b)
     p.kv_len.push_back(kv[static_cast<size_t>(b) + 1] - kv[static_cast<size_t>(b)]);
@@ -225,27 +235,17 @@ inline bool AppendReference(const HostTensors& in, const AttrMap&, HostTensors* 
   const HostTensor* po = RefInput(in, "positions", op, error);
   const HostTensor* kc = RefInput(in, "k_cache", op, error);
   const HostTensor* vc = RefInput(in, "v_cache", op, error);
-  const HostTensor* ip = RefInput(in, "kv_indptr", op, error);
-  const HostTensor* ix = RefInput(in, "kv_indices", op, error);
-  const HostTensor* lp = RefInput(in, "kv_last_page_len", op, error);
-  if (!ak || !av || !bi || !po || !kc || !vc || !ip || !ix || !lp) return false;
-  const std::vector<int32_t> indptr = Ints(*ip), indices = Ints(*ix), last = Ints(*lp),
-                             batch = Ints(*bi), pos = Ints(*po);
-  PagedIndex idx{indptr.data(),
-                 indices.data(),
-                 last.data(),
-                 static_cast<int64_t>(last.size()),
-                 static_cast<int64_t>(indices.size()),
-                 kc->shape[0],
-                 kc->shape[1]};
-  if (Status st = CheckPaged(op, idx); !st.ok()) return *error = st.message(), false;
+  RefPagedIndex r;
+  if (!ak || !av || !bi || !po || !kc || !vc || !PagedIndexRef(op, in, &r, error)) return false;
+  const PagedIndex& idx = r.idx;
+  const std::vector<int32_t> batch = Ints(*bi), pos = Ints(*po);
   if (Status st = CheckAppend(op, idx, batch.data(), pos.data(), static_cast<int64_t>(pos.size()));
       !st.ok())
     return *error = st.message(), false;
   HostTensor k = *kc, v = *vc;
   const int64_t row = kc->shape[2] * kc->shape[3];
   for (size_t i = 0; i < pos.size(); ++i) {
-    const int64_t page = indices[static_cast<size_t>(indptr[batch[i]] + pos[i] / idx.page_size)];
+    const int64_t page = idx.indices[idx.indptr[batch[i]] + pos[i] / idx.page_size];
     const int64_t at = (page * idx.page_size + pos[i] % idx.page_size) * row;
     for (int64_t e = 0; e < row; ++e) {
       k.values[static_cast<size_t>(at + e)] =

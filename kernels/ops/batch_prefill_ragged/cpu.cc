@@ -18,17 +18,8 @@ Status BatchPrefillRagged(KernelContext& ctx) {
       attention::CheckIndptr(op, "qo_indptr", qo, batch, q.dim(0), "rows of 'q'", true));
   KERNELD_RETURN_IF_ERROR(
       attention::CheckIndptr(op, "kv_indptr", kv, batch, k.dim(0), "rows of 'k'", true));
-  AttnProblem p;
-  p.batch = batch;
-  p.hq = q.dim(1);
-  p.hkv = k.dim(1);
-  p.d = q.dim(2);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    p.qo_start.push_back(qo[b]);
-    p.qo_len.push_back(qo[b + 1] - qo[b]);
-    p.kv_len.push_back(kv[b + 1] - kv[b]);
-  }
-  ScoresOf(ctx, p.d, &p);
+  const AttnProblem p =
+      QueryProblem(ctx, batch, k.dim(1), qo, [&](int64_t b) { return int64_t{kv[b + 1]} - kv[b]; });
   return RunAttendCpu(ctx, op, p, k, ctx.input("v"),
                       [&](int64_t b, int64_t j) { return int64_t{kv[b]} + j; });
 }
