@@ -27,21 +27,16 @@ void ExpectDecodeMatches(const AttnCase& c, const AttrMap& attrs = {}, size_t mi
   EXPECT_EQ(CheckAgainstReference("batch_decode_paged", in, attrs, r.outputs), "");
 }
 
+// Heads: GQA groups 1, 4 and 8, and MQA (one kv head).
+const HeadPairs kHeads = {{4, 4}, {8, 2}, {16, 2}, {8, 1}};
+
 TEST(BatchDecodePaged, MatchesReferenceAcrossGroupsHeadDimsAndTails) {
-  // Heads: GQA groups 1, 4 and 8, and MQA (one kv head).
-  const std::vector<std::pair<int64_t, int64_t>> heads = {{4, 4}, {8, 2}, {16, 2}, {8, 1}};
-  for (DType dt : FloatTypes())
-    for (auto [hq, hkv] : heads)
-      for (int64_t d : {64, 128, 256}) {
-        AttnCase c;
-        c.dtype = dt;
-        c.hq = hq;
-        c.hkv = hkv;
-        c.d = d;
-        c.kv_lens = {1, 15, 17, 0, 40};  // 1, page_size -+ 1, an empty cache, several pages
-        c.seed = static_cast<uint64_t>(hq * 1000 + d);
-        ExpectDecodeMatches(c);
-      }
+  AttnCase base;
+  base.kv_lens = DecodeTailLens();
+  for (const AttnCase& c : HeadSweep(base, FloatTypes(), kHeads, [](const AttnCase& c) {
+         return static_cast<uint64_t>(c.hq * 1000 + c.d);
+       }))
+    ExpectDecodeMatches(c);
 }
 
 TEST(BatchDecodePaged, AnyPageSizeAttrsAndMisaligned) {
@@ -74,15 +69,10 @@ TEST(BatchDecodePaged, EmptyCacheGivesZeroAndMinusInfinity) {
 
 TEST(BatchDecodePaged, EqualsPrefillWithOneQueryRow) {
   for (DType dt : FloatTypes()) {
-    AttnCase c;
-    c.dtype = dt;
-    c.hq = 16;
-    c.hkv = 4;
-    c.kv_lens = {5, 16, 0, 70};
-    c.qo_lens = {1, 1, 1, 1};
-    const HostTensors in = MakePaged(c);
-    OpRun p = RunOnCpu("batch_prefill_paged", in, {{"causal", true}});
-    OpRun d = RunOnCpu("batch_decode_paged", Without(in, kQo), {});
+    auto [d, p] =
+        DecodeAndOneRowPrefill(Shaped(dt, 16, 4, 64, {5, 16, 0, 70}, {1, 1, 1, 1}),
+                               [](const std::string& op, const HostTensors& in,
+                                  const AttrMap& attrs) { return RunOnCpu(op, in, attrs); });
     ASSERT_TRUE(p.status.ok() && d.status.ok()) << p.status.ToString() << d.status.ToString();
     EXPECT_EQ(p.outputs["o"].values, d.outputs["o"].values);
     EXPECT_EQ(p.outputs["lse"].values, d.outputs["lse"].values);
@@ -90,40 +80,28 @@ TEST(BatchDecodePaged, EqualsPrefillWithOneQueryRow) {
 }
 
 TEST(BatchPrefillPaged, MatchesReferenceCausalAndNot) {
-  const std::vector<std::pair<int64_t, int64_t>> heads = {{4, 4}, {8, 2}, {16, 2}, {8, 1}};
-  for (DType dt : FloatTypes())
-    for (auto [hq, hkv] : heads)
-      for (int64_t d : {64, 128, 256})
-        for (bool causal : {false, true}) {
-          AttnCase c;
-          c.dtype = dt;
-          c.hq = hq;
-          c.hkv = hkv;
-          c.d = d;
-          // qo_len > kv_len (rows that see nothing when causal), = kv_len, <, empty both ways.
-          c.kv_lens = {1, 15, 17, 0, 9, 20};
-          c.qo_lens = {3, 15, 4, 2, 0, 20};
-          c.seed = static_cast<uint64_t>(d + hq);
-          SCOPED_TRACE(c.Name() + (causal ? " causal" : ""));
-          const AttrMap attrs = {{"causal", causal}};
-          const HostTensors in = MakePaged(c);
-          OpRun r = RunOnCpu("batch_prefill_paged", in, attrs);
-          ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-          EXPECT_EQ(CheckAgainstReference("batch_prefill_paged", in, attrs, r.outputs), "");
-        }
+  AttnCase base;
+  // qo_len > kv_len (rows that see nothing when causal), = kv_len, <, empty both ways.
+  base.kv_lens = {1, 15, 17, 0, 9, 20};
+  base.qo_lens = {3, 15, 4, 2, 0, 20};
+  for (const AttnCase& c : HeadSweep(base, FloatTypes(), kHeads, [](const AttnCase& c) {
+         return static_cast<uint64_t>(c.d + c.hq);
+       }))
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(c.Name() + (causal ? " causal" : ""));
+      const AttrMap attrs = {{"causal", causal}};
+      const HostTensors in = MakePaged(c);
+      OpRun r = RunOnCpu("batch_prefill_paged", in, attrs);
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+      EXPECT_EQ(CheckAgainstReference("batch_prefill_paged", in, attrs, r.outputs), "");
+    }
 }
 
 TEST(BatchPrefillRagged, MatchesReferenceAndThePagedCache) {
   for (DType dt : FloatTypes())
     for (bool causal : {false, true}) {
-      AttnCase c;
-      c.dtype = dt;
-      c.hq = 16;
-      c.hkv = 2;
-      c.d = 128;
+      AttnCase c = Shaped(dt, 16, 2, 128, {1, 4, 6, 0, 31}, {1, 6, 6, 3, 12});
       c.page_size = 5;
-      c.kv_lens = {1, 4, 6, 0, 31};
-      c.qo_lens = {1, 6, 6, 3, 12};
       SCOPED_TRACE(c.Name() + (causal ? " causal" : ""));
       HostTensors ragged;
       const HostTensors paged = MakePaged(c, &ragged);
@@ -191,10 +169,7 @@ TEST(MergeState, MatchesReferenceInPlaceAndEmptySides) {
   std::mt19937_64 rng(5);
   const double ninf = -std::numeric_limits<double>::infinity();
   for (DType dt : FloatTypes()) {
-    HostTensors m = {{"v_a", Random(dt, {7, 4, 128}, rng)},
-                     {"s_a", Random(DType::kFloat32, {7, 4}, rng, -5, 5)},
-                     {"v_b", Random(dt, {7, 4, 128}, rng)},
-                     {"s_b", Random(DType::kFloat32, {7, 4}, rng, -5, 5)}};
+    HostTensors m = MergeInputs(dt, 7, 4, rng);
     m["s_a"].values[0] = ninf;                       // a empty: b's
     m["s_b"].values[1] = ninf;                       // b empty: a's
     m["s_a"].values[2] = m["s_b"].values[2] = ninf;  // both: 0 and -inf
@@ -210,20 +185,11 @@ TEST(MergeState, MatchesReferenceInPlaceAndEmptySides) {
 
 TEST(AppendPagedKvCache, WritesEachEntryInPlaceThenDecodeSeesIt) {
   for (DType dt : FloatTypes()) {
-    AttnCase c;
-    c.dtype = dt;
-    c.hkv = 4;
-    c.d = 128;
-    c.kv_lens = {1, 16, 17, 40};
+    const AttnCase c = Shaped(dt, 8, 4, 128, {1, 16, 17, 40});
     HostTensors cache = Without(MakePaged(c), kQo);
     std::mt19937_64 rng(9);
     // A decode step (the last slot of each request) and a prefill's worth.
-    HostTensors in = {{"append_key", Random(dt, {6, c.hkv, c.d}, rng)},
-                      {"append_value", Random(dt, {6, c.hkv, c.d}, rng)},
-                      {"batch_indices", Ints32({6}, {0, 1, 2, 3, 3, 3})},
-                      {"positions", Ints32({6}, {0, 15, 16, 39, 0, 20})}};
-    for (const char* n : {"k_cache", "v_cache", "kv_indices", "kv_indptr", "kv_last_page_len"})
-      in[n] = cache[n];
+    HostTensors in = AppendInputs(c, cache, {0, 1, 2, 3, 3, 3}, {0, 15, 16, 39, 0, 20}, rng);
     OpRun r = RunOnCpu("append_paged_kv_cache", in, {}, "", /*misalign=*/2);
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     EXPECT_EQ(CheckAgainstReference("append_paged_kv_cache", in, {}, r.outputs), "");
@@ -238,150 +204,38 @@ TEST(AppendPagedKvCache, WritesEachEntryInPlaceThenDecodeSeesIt) {
 
 // ----- hostile indices --------------------------------------------------------
 
-struct Hostile {
-  const char* what;
-  std::function<void(HostTensors*)> edit;
-  std::string message;
-};
-
-void ExpectRefused(const std::string& op, const HostTensors& good, const AttrMap& attrs,
-                   const std::vector<Hostile>& cases) {
-  const OpRun ok = RunOnCpu(op, good, attrs);
+// Each edit refused with its exact message, by the impl and the reference.
+void ExpectRefused(const HostileOp& h) {
+  const OpRun ok = RunOnCpu(h.op, *h.good, h.attrs);
   ASSERT_TRUE(ok.status.ok()) << ok.status.ToString();
-  for (const Hostile& h : cases) {
-    SCOPED_TRACE(op + ": " + h.what);
-    HostTensors in = good;
-    h.edit(&in);
-    OpRun r = RunOnCpu(op, in, attrs);
+  for (const HostileEdit& e : HostileEdits(h.op)) {
+    SCOPED_TRACE(h.op + ": " + e.what);
+    const HostTensors in = Edited(*h.good, e);
+    OpRun r = RunOnCpu(h.op, in, h.attrs);
     EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(r.status.message(), h.message);
+    EXPECT_EQ(r.status.message(), e.message);
     HostTensors ref;
     std::string err;
-    EXPECT_FALSE(Reference(op, in, attrs, &ref, &err));
-    EXPECT_EQ(err, h.message);
+    EXPECT_FALSE(Reference(h.op, in, h.attrs, &ref, &err));
+    EXPECT_EQ(err, e.message);
   }
 }
 
-// kv_lens {5, 20, 0}, page 16: indptr {0, 1, 3, 3}, last {5, 4, 0}, 3 spare pages.
-AttnCase HostileCase() {
-  AttnCase c;
-  c.kv_lens = {5, 20, 0};
-  c.qo_lens = {2, 3, 1};
-  return c;
+TEST(AttentionHostileIndices, EveryOpRefusesEveryEdit) {
+  const HostileInputs h = MakeHostileInputs();
+  for (const HostileOp& op : HostileOps(h)) ExpectRefused(op);
 }
 
-std::vector<Hostile> PagedHostile(const std::string& op) {
-  auto set = [](const char* n, size_t i, double v) {
-    return [n, i, v](HostTensors* in) { (*in)[n].values[i] = v; };
-  };
-  return {
-      {"negative start", set("kv_indptr", 0, -1),
-       op + ": request 0: 'kv_indptr'[0] = -1 is negative"},
-      {"decreasing", set("kv_indptr", 2, 0),
-       op + ": request 1: 'kv_indptr'[2] = 0 is less than 'kv_indptr'[1] = 1 (an indptr never "
-            "decreases)"},
-      {"beyond indices", set("kv_indptr", 3, 4),
-       op + ": request 2: 'kv_indptr'[3] = 4 is beyond the 3 entries of 'kv_indices'"},
-      {"page out of range", set("kv_indices", 2, 6),
-       op + ": request 1: 'kv_indices'[2] = 6 (its page 1) is not a page in [0, max_pages=6)"},
-      {"negative page", set("kv_indices", 0, -3),
-       op + ": request 0: 'kv_indices'[0] = -3 (its page 0) is not a page in [0, max_pages=6)"},
-      {"huge page", set("kv_indices", 1, 2147483647),
-       op + ": request 1: 'kv_indices'[1] = 2147483647 (its page 0) is not a page in [0, "
-            "max_pages=6)"},
-      {"last page over page_size", set("kv_last_page_len", 1, 17),
-       op + ": request 1: 'kv_last_page_len'[1] = 17 is not in [1, page_size=16]"},
-      {"last page empty", set("kv_last_page_len", 0, 0),
-       op + ": request 0: 'kv_last_page_len'[0] = 0 is not in [1, page_size=16]"},
-  };
-}
-
-TEST(AttentionHostileIndices, DecodeAndPrefillPaged) {
-  AttnCase decode = HostileCase();
-  decode.qo_lens.clear();
-  ExpectRefused("batch_decode_paged", MakePaged(decode), {}, PagedHostile("batch_decode_paged"));
-  const HostTensors paged = MakePaged(HostileCase());
-  std::vector<Hostile> cases = PagedHostile("batch_prefill_paged");
-  auto set = [](size_t i, double v) {
-    return [i, v](HostTensors* in) { (*in)["qo_indptr"].values[i] = v; };
-  };
-  // qo_indptr is {0, 2, 5, 6} over 6 rows of q.
-  cases.push_back(
-      {"qo start", set(0, 1), "batch_prefill_paged: request 0: 'qo_indptr'[0] = 1, expected 0"});
-  cases.push_back({"qo decreasing", set(2, 1),
-                   "batch_prefill_paged: request 1: 'qo_indptr'[2] = 1 is less than "
-                   "'qo_indptr'[1] = 2 (an indptr never decreases)"});
-  cases.push_back(
-      {"qo beyond q", set(3, 7),
-       "batch_prefill_paged: request 2: 'qo_indptr'[3] = 7 is beyond the 6 rows of 'q'"});
-  cases.push_back({"qo short of q", set(3, 5),
-                   "batch_prefill_paged: 'qo_indptr'[3] = 5, expected 6 (the rows of 'q')"});
-  ExpectRefused("batch_prefill_paged", paged, {{"causal", true}}, cases);
-}
-
-TEST(AttentionHostileIndices, PrefillRagged) {
-  HostTensors ragged;
-  MakePaged(HostileCase(), &ragged);  // kv_indptr {0, 5, 25, 25} over 25 rows of k
-  auto set = [](const char* n, size_t i, double v) {
-    return [n, i, v](HostTensors* in) { (*in)[n].values[i] = v; };
-  };
-  const std::string op = "batch_prefill_ragged";
-  ExpectRefused(
-      op, ragged, {},
-      {{"kv start", set("kv_indptr", 0, 2), op + ": request 0: 'kv_indptr'[0] = 2, expected 0"},
-       {"kv decreasing", set("kv_indptr", 2, 4),
-        op + ": request 1: 'kv_indptr'[2] = 4 is less than 'kv_indptr'[1] = 5 (an "
-             "indptr never decreases)"},
-       {"kv beyond k", set("kv_indptr", 2, 26),
-        op + ": request 1: 'kv_indptr'[2] = 26 is beyond the 25 rows of 'k'"},
-       {"kv short of k", set("kv_indptr", 3, 24),
-        op + ": request 2: 'kv_indptr'[3] = 24 is less than 'kv_indptr'[2] = 25 (an "
-             "indptr never decreases)"},
-       {"qo beyond q", set("qo_indptr", 1, 100),
-        op + ": request 0: 'qo_indptr'[1] = 100 is beyond the 6 rows of 'q'"}});
-}
-
-TEST(AttentionHostileIndices, AppendWritesNothing) {
-  AttnCase c = HostileCase();
-  c.qo_lens.clear();
-  HostTensors cache = MakePaged(c);
-  std::mt19937_64 rng(3);
-  HostTensors in = {{"append_key", Random(c.dtype, {2, c.hkv, c.d}, rng)},
-                    {"append_value", Random(c.dtype, {2, c.hkv, c.d}, rng)},
-                    {"batch_indices", Ints32({2}, {0, 1})},
-                    {"positions", Ints32({2}, {4, 19})}};
-  for (const char* n : {"k_cache", "v_cache", "kv_indices", "kv_indptr", "kv_last_page_len"})
-    in[n] = cache[n];
-  const std::string op = "append_paged_kv_cache";
-  auto set = [](const char* n, size_t i, double v) {
-    return [n, i, v](HostTensors* t) { (*t)[n].values[i] = v; };
-  };
-  std::vector<Hostile> cases = PagedHostile(op);
-  cases.push_back({"batch index", set("batch_indices", 1, 3),
-                   op + ": entry 1: 'batch_indices'[1] = 3 is not a request in [0, batch=3)"});
-  cases.push_back({"negative batch index", set("batch_indices", 0, -1),
-                   op + ": entry 0: 'batch_indices'[0] = -1 is not a request in [0, batch=3)"});
-  cases.push_back({"position past kv_len", set("positions", 0, 5),
-                   op + ": entry 0 (request 0): 'positions'[0] = 5 is not in [0, kv_len=5) of "
-                        "the request's pages"});
-  cases.push_back({"negative position", set("positions", 1, -1),
-                   op + ": entry 1 (request 1): 'positions'[1] = -1 is not in [0, kv_len=20) of "
-                        "the request's pages"});
-  cases.push_back({"request without pages", set("batch_indices", 1, 2),
-                   op + ": entry 1 (request 2): 'positions'[1] = 19 is not in [0, kv_len=0) of "
-                        "the request's pages"});
-  ExpectRefused(op, in, {}, cases);
-  // Refused in place: the caches are as they were.
-  HostTensors bad = in;
+TEST(AttentionHostileIndices, AppendPositionFarPastTheCache) {
+  HostTensors bad = MakeHostileInputs().append;
   bad["positions"].values[1] = 1 << 30;
-  OpRun r = RunOnCpu(op, bad, {});
+  OpRun r = RunOnCpu("append_paged_kv_cache", bad, {});
   ASSERT_EQ(r.status.code(), StatusCode::kInvalidArgument);
 }
 
 TEST(AttentionSchema, ShapeErrors) {
-  AttnCase c = HostileCase();
-  c.qo_lens.clear();
-  HostTensors in = MakePaged(c);
+  const AttnCase c = HostileCase();
+  const HostTensors in = MakeHostileInputs().decode;
   HostTensors bad = in;
   bad["kv_indptr"] = Ints32({3}, {0, 1, 3});
   OpRun r = RunOnCpu("batch_decode_paged", bad, {});
