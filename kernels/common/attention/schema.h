@@ -71,4 +71,51 @@ inline void AddScoreAttrs(OpDef& op, bool causal) {
       .AttrWithDefault("logits_soft_cap", AttrType::kFloat, 0.0, kSoftCapDoc);
 }
 
+// The shapes clients generate for a paged cache's inputs (InputDef::
+// gen_shape); "": the input's own rule.
+struct PagedGenShapes {
+  const char* cache = "";
+  const char* indptr = "";
+  const char* indices = "";
+  const char* last = "";
+};
+
+// k_cache, v_cache, kv_indptr, kv_indices and kv_last_page_len, in that
+// order, as decode and the paged prefill declare them (q's dtype).
+inline void AddPagedCacheInputs(OpDef& op, const PagedGenShapes& gen) {
+  auto gen_shape = [&op](const char* pattern) {
+    if (*pattern != '\0') op.GenShape(pattern);
+  };
+  op.Input("k_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
+           "key pages (NHD), q's dtype");
+  gen_shape(gen.cache);
+  op.Input("v_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
+           "value pages (NHD), q's dtype")
+      .Input("kv_indptr", {DType::kInt32}, "[indptr_len]",
+             "batch + 1 entries: request b's pages are kv_indices[kv_indptr[b]:kv_indptr[b+1]]")
+      .Gen(InputGen::kIndptr, "nnz_pages");
+  gen_shape(gen.indptr);
+  op.Input("kv_indices", {DType::kInt32}, "[nnz_pages]", "page numbers in [0, max_pages)")
+      .Gen(InputGen::kPermutation, "max_pages");
+  gen_shape(gen.indices);
+  op.Input("kv_last_page_len", {DType::kInt32}, "[batch]",
+           "entries in each request's last page, in [1, page_size]")
+      .Gen(InputGen::kLength, "page_size");
+  gen_shape(gen.last);
+}
+
+// What follows the inputs of decode and the prefills: q's dtype for the
+// keys and values (`k`, `v`), the head and indptr checks, o and lse (of
+// lse_shape), and the score attrs (with causal for a prefill).
+inline void AddAttendOutputs(OpDef& op, const char* k, const char* v, const char* lse_shape,
+                             bool causal) {
+  op.SameDType("q", k)
+      .SameDType("q", v)
+      .Check(CheckHeads)
+      .Check(CheckIndptrLen)
+      .Output("o", SameAs("q"), "q's dtype and shape")
+      .Output("lse", ShapeOf(lse_shape, DType::kFloat32), kLseDoc);
+  AddScoreAttrs(op, causal);
+}
+
 }  // namespace kerneld::attention

@@ -20,29 +20,12 @@ KERNELD_OP(batch_decode_paged) {
         "head h / (num_qo_heads / num_kv_heads). Every index is checked against the caches' "
         "extents first (INVALID_ARGUMENT naming the request and the entry). Accumulated in "
         "float32, rounded once to q's dtype. A request without pages gets o = 0 and lse = -inf.")
-      .Input("q", kFloatingTypes, "[batch, num_qo_heads, head_dim]", "one query per request")
-      .Input("k_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
-             "key pages (NHD), q's dtype")
-      .GenShape("[2*batch, 16, num_qo_heads, head_dim]")  // two pages per request
-      .Input("v_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
-             "value pages (NHD), q's dtype")
-      .Input("kv_indptr", {DType::kInt32}, "[indptr_len]",
-             "batch + 1 entries: request b's pages are kv_indices[kv_indptr[b]:kv_indptr[b+1]]")
-      .Gen(InputGen::kIndptr, "nnz_pages")
-      .GenShape("[batch]")
-      .Input("kv_indices", {DType::kInt32}, "[nnz_pages]", "page numbers in [0, max_pages)")
-      .Gen(InputGen::kPermutation, "max_pages")
-      .GenShape("[2*batch]")
-      .Input("kv_last_page_len", {DType::kInt32}, "[batch]",
-             "entries in each request's last page, in [1, page_size]")
-      .Gen(InputGen::kLength, "page_size")
-      .SameDType("q", "k_cache")
-      .SameDType("q", "v_cache")
-      .Check(attention::CheckHeads)
-      .Check(attention::CheckIndptrLen)
-      .Output("o", SameAs("q"), "q's dtype and shape")
-      .Output("lse", ShapeOf("[batch, num_qo_heads]", DType::kFloat32), attention::kLseDoc);
-  attention::AddScoreAttrs(op, false);
+      .Input("q", kFloatingTypes, "[batch, num_qo_heads, head_dim]", "one query per request");
+  // Clients generate two pages of 16 per request.
+  attention::AddPagedCacheInputs(op, {.cache = "[2*batch, 16, num_qo_heads, head_dim]",
+                                      .indptr = "[batch]",
+                                      .indices = "[2*batch]"});
+  attention::AddAttendOutputs(op, "k_cache", "v_cache", "[batch, num_qo_heads]", false);
   op.Reference(attention::DecodeReference);
   op.Bench(attention::DecodeBench());
   return op;

@@ -26,30 +26,13 @@ KERNELD_OP(batch_prefill_paged) {
       .Input("qo_indptr", {DType::kInt32}, "[indptr_len]",
              "batch + 1 entries: request b's rows are q[qo_indptr[b]:qo_indptr[b+1]]")
       .Gen(InputGen::kIndptr, "nnz_q")
-      .GenShape("[4]")  // four requests
-      .Input("k_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
-             "key pages (NHD), q's dtype")
-      .GenShape("[8, 16, num_qo_heads, head_dim]")  // two pages per request
-      .Input("v_cache", kFloatingTypes, "[max_pages, page_size, num_kv_heads, head_dim]",
-             "value pages (NHD), q's dtype")
-      .Input("kv_indptr", {DType::kInt32}, "[indptr_len]",
-             "batch + 1 entries: request b's pages are kv_indices[kv_indptr[b]:kv_indptr[b+1]]")
-      .Gen(InputGen::kIndptr, "nnz_pages")
-      .GenShape("[4]")
-      .Input("kv_indices", {DType::kInt32}, "[nnz_pages]", "page numbers in [0, max_pages)")
-      .Gen(InputGen::kPermutation, "max_pages")
-      .GenShape("[8]")
-      .Input("kv_last_page_len", {DType::kInt32}, "[batch]",
-             "entries in each request's last page, in [1, page_size]")
-      .Gen(InputGen::kLength, "page_size")
-      .GenShape("[4]")
-      .SameDType("q", "k_cache")
-      .SameDType("q", "v_cache")
-      .Check(attention::CheckHeads)
-      .Check(attention::CheckIndptrLen)
-      .Output("o", SameAs("q"), "q's dtype and shape")
-      .Output("lse", ShapeOf("[nnz_q, num_qo_heads]", DType::kFloat32), attention::kLseDoc);
-  attention::AddScoreAttrs(op, true);
+      .GenShape("[4]");  // four requests
+  // Clients generate four requests of two pages of 16.
+  attention::AddPagedCacheInputs(op, {.cache = "[8, 16, num_qo_heads, head_dim]",
+                                      .indptr = "[4]",
+                                      .indices = "[8]",
+                                      .last = "[4]"});
+  attention::AddAttendOutputs(op, "k_cache", "v_cache", "[nnz_q, num_qo_heads]", true);
   op.Reference(attention::PrefillPagedReference);
   op.Bench(attention::PrefillBench(true));
   return op;

@@ -32,14 +32,8 @@ KERNELD_OP(batch_prefill_ragged) {
       .Input("kv_indptr", {DType::kInt32}, "[indptr_len]",
              "batch + 1 entries: request b's keys are k[kv_indptr[b]:kv_indptr[b+1]]")
       .Gen(InputGen::kIndptr, "nnz_kv")
-      .GenShape("[4]")
-      .SameDType("q", "k")
-      .SameDType("q", "v")
-      .Check(attention::CheckHeads)
-      .Check(attention::CheckIndptrLen)
-      .Output("o", SameAs("q"), "q's dtype and shape")
-      .Output("lse", ShapeOf("[nnz_q, num_qo_heads]", DType::kFloat32), attention::kLseDoc);
-  attention::AddScoreAttrs(op, true);
+      .GenShape("[4]");
+  attention::AddAttendOutputs(op, "k", "v", "[nnz_q, num_qo_heads]", true);
   op.Reference(attention::PrefillRaggedReference);
   op.Bench(attention::PrefillBench(false));
   return op;
