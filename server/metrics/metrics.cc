@@ -133,6 +133,27 @@ void Metrics::ObserveRequest(Series* s, StatusCode code, double seconds) {
   h->Observe(seconds);
 }
 
+Metrics::OpTotals Metrics::Totals(const std::string& op) const {
+  OpTotals t;
+  std::shared_lock lock(mu_);
+  for (const auto& [key, s] : series_) {
+    if (s->op != op) continue;
+    for (size_t c = 0; c < s->request_by_code.size(); ++c) {
+      const AtomicHistogram* h = s->request_by_code[c].load(std::memory_order_acquire);
+      if (h == nullptr) continue;
+      const auto snap = h->Read();
+      (c == 0 ? t.ok : t.failed) += snap.count;
+      (c == 0 ? t.ok_s : t.failed_s) += snap.sum;
+    }
+    if (!s->executed.load(std::memory_order_relaxed)) continue;
+    const auto q = s->queue.Read(), e = s->execute.Read();
+    t.executed += e.count;
+    t.queue_s += q.sum;
+    t.execute_s += e.sum;
+  }
+  return t;
+}
+
 void Metrics::ObserveQueueAndExecute(Series* s, double queue_s, double execute_s) {
   s->queue.Observe(queue_s);
   s->execute.Observe(execute_s);

@@ -59,6 +59,15 @@ class Metrics : public prometheus::Collectable {
   // not the request path).
   uint64_t RequestsAnswered() const;
   void ObserveQueueAndExecute(Series* s, double queue_s, double execute_s);
+  // An op's requests so far, every backend and device together, from the
+  // series above (the KServe front end's ModelStatistics); a scan.
+  struct OpTotals {
+    uint64_t ok = 0, failed = 0;  // answered, by code OK or not
+    double ok_s = 0, failed_s = 0;  // their time from arrival to answer
+    uint64_t executed = 0;          // ran on a worker
+    double queue_s = 0, execute_s = 0;
+  };
+  OpTotals Totals(const std::string& op) const;
   void AddTransferred(bool in, bool buffer, uint64_t bytes) {
     transferred_[(in ? 0 : 2) + (buffer ? 1 : 0)].fetch_add(bytes, std::memory_order_relaxed);
   }

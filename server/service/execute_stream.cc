@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "auth/authenticator.h"
+#include "service/stream_codec.h"
 #include "service/kernel_service.h"
 
 namespace kerneld::server {
@@ -27,9 +28,26 @@ void SerializeStreamResponse(const v1::ExecuteResponse& resp, grpc::ByteBuffer* 
   (void)grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(small, out, &own);
 }
 
+bool V1StreamCodec::Parse(grpc::ByteBuffer* in, v1::ExecuteRequest* req,
+                          std::unique_ptr<State>*, Status*) {
+  return grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(in, req).ok();
+}
+
+grpc::Status V1StreamCodec::Malformed(int64_t n, size_t bytes) const {
+  return MalformedStreamMessage(n, bytes);
+}
+
+void V1StreamCodec::Serialize(const Status&, v1::ExecuteResponse* resp, State*,
+                              grpc::ByteBuffer* out) {
+  SerializeStreamResponse(*resp, out);
+}
+
 ExecuteStreamReactor::ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner,
-                                           Limits limits)
-    : ctx_(ctx), runner_(runner), limits_(limits) {
+                                           Limits limits, std::unique_ptr<StreamCodec> codec)
+    : ctx_(ctx),
+      runner_(runner),
+      limits_(limits),
+      codec_(codec ? std::move(codec) : std::make_unique<V1StreamCodec>()) {
   {
     // The first read counts as starting before the stream is visible to
     // the drain (Open): the drain must not finish it before it is issued.
@@ -109,17 +127,16 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
   auto item = std::make_unique<Item>();
   const int64_t n = ++messages_read_;
   item->req_bytes = static_cast<int64_t>(read_buf_.Length());
-  grpc::Status parsed =
-      grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&read_buf_, &item->req);
+  const bool parsed = codec_->Parse(&read_buf_, &item->req, &item->state, &item->refused);
   read_buf_.Clear();
-  if (!parsed.ok()) {
+  if (!parsed) {
     // Answer what was already accepted, then end the stream with the reason:
     // the typed API would have ended it OK and dropped the rest silently.
     {
       std::lock_guard<std::mutex> lock(mu_);
       reading_ = false;
       reads_done_ = true;
-      if (!finished_) error_ = MalformedStreamMessage(n, static_cast<size_t>(item->req_bytes));
+      if (!finished_) error_ = codec_->Malformed(n, static_cast<size_t>(item->req_bytes));
       finish = ShouldFinishLocked(&final_status);
     }
     if (finish) Finish(final_status);
@@ -158,6 +175,11 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
     if (finish) Finish(final_status);
     return;
   }
+  if (!raw->refused.ok()) {  // the codec's refusal: answered, not run
+    Completed(raw);
+    if (read_more) IssueRead();
+    return;
+  }
   runner_.Start(raw->req, &raw->resp, ControlFor(ctx_),
                 [this, raw](const Status&) { Completed(raw); });
   if (read_more) IssueRead();
@@ -167,8 +189,9 @@ void ExecuteStreamReactor::Completed(Item* raw) {
   std::unique_ptr<Item> item(raw);
   // Serialize here and free the request and response at once: a queued
   // response then holds only its wire bytes.
-  SerializeStreamResponse(item->resp, &item->out);
+  codec_->Serialize(item->refused, &item->resp, item->state.get(), &item->out);
   item->out_bytes = static_cast<int64_t>(item->out.Length());
+  item->state.reset();
   v1::ExecuteRequest().Swap(&item->req);  // Clear() would keep the strings' capacity
   v1::ExecuteResponse().Swap(&item->resp);
 

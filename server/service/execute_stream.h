@@ -11,6 +11,10 @@
 // A client that sends without reading therefore stalls on HTTP/2 flow
 // control instead of growing the daemon's memory.
 //
+// The messages are kerneld.v1's by default; a StreamCodec gives the same
+// machinery another protocol's (KServe v2's ModelStreamInfer:
+// kserve/kserve_stream.h).
+//
 // The method is served raw (grpc::ByteBuffer in and out) so that a message
 // that does not parse is told apart from the client's half-close (the typed
 // API reports both as a failed read): it ends the stream with
@@ -33,6 +37,7 @@
 
 #include "kerneld/v1/kerneld.grpc.pb.h"
 #include "service/request_runner.h"
+#include "service/stream_codec.h"
 #include "service/stream_registry.h"
 
 namespace kerneld::server {
@@ -54,7 +59,9 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     int window = 64;                    // requests in flight + responses queued
     int64_t buffer_bytes = 64LL << 20;  // request + response bytes held
   };
-  ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner, Limits limits);
+  // `codec` null: kerneld.v1's messages (V1StreamCodec).
+  ExecuteStreamReactor(grpc::CallbackServerContext* ctx, RequestRunner& runner, Limits limits,
+                       std::unique_ptr<StreamCodec> codec = nullptr);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -71,6 +78,8 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
     v1::ExecuteRequest req;
     v1::ExecuteResponse resp;
     grpc::ByteBuffer out;  // the serialized response, once completed
+    std::unique_ptr<StreamCodec::State> state;  // the codec's, until serialized
+    Status refused;  // not OK: answered with this, not run (StreamCodec::Parse)
     int64_t req_bytes = 0, out_bytes = 0;
   };
   void Completed(Item* raw);
@@ -89,6 +98,7 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   grpc::CallbackServerContext* ctx_;
   RequestRunner& runner_;
   const Limits limits_;
+  const std::unique_ptr<StreamCodec> codec_;
 
   grpc::ByteBuffer read_buf_;  // one read at a time
   int64_t messages_read_ = 0;

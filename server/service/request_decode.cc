@@ -158,13 +158,20 @@ Status CheckPlacedOutputs(const v1::ExecuteRequest& req, const OpDef& op,
     }
     const std::string& output = name;  // not captured as a binding (see DecodeAttrs)
     auto what = [&] { return op.name + ": output '" + output + "'"; };
-    int64_t nbytes = 0;
-    KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
-    TensorView declared;
-    declared.dtype = FromProto(t.dtype());
-    declared.shape.assign(t.shape().begin(), t.shape().end());
     const OutputDef& od = op.outputs[static_cast<size_t>(idx)];
-    KERNELD_RETURN_IF_ERROR(CheckOutput(op, idx, specs[static_cast<size_t>(idx)], declared));
+    // A buffer with no header (dtype unspecified, no shape) takes the dtype
+    // and shape the op infers; PlaceOutputs bounds-checks the buffer for
+    // them. The KServe front end places outputs so (kserve/infer_codec.h).
+    const bool inferred = t.dtype() == v1::DTYPE_UNSPECIFIED && t.shape_size() == 0 &&
+                          t.data_case() == v1::Tensor::kBuffer;
+    if (!inferred) {
+      int64_t nbytes = 0;
+      KERNELD_RETURN_IF_ERROR(CheckTensorHeader(what, t, &nbytes));
+      TensorView declared;
+      declared.dtype = FromProto(t.dtype());
+      declared.shape.assign(t.shape().begin(), t.shape().end());
+      KERNELD_RETURN_IF_ERROR(CheckOutput(op, idx, specs[static_cast<size_t>(idx)], declared));
+    }
     if (t.data_case() == v1::Tensor::kBuffer && !od.in_place_of.empty())
       return InvalidArgument(what() + " is written in place of input '" + od.in_place_of +
                              "'; it cannot be placed elsewhere (leave it out of outputs)");

@@ -48,6 +48,7 @@ class RequestRunner {
 
   // After this, new requests are refused with UNAVAILABLE.
   void BeginDrain() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
   // Requests started and not yet completed.
   int inflight() const { return inflight_.load(); }
 

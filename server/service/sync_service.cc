@@ -195,4 +195,59 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
   return grpc::Status::OK;
 }
 
+Status RunAndWait(RequestRunner& runner, CallControl ctl, const v1::ExecuteRequest& req,
+                  v1::ExecuteResponse* resp) {
+  ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
+  return StartAndWait(
+      [&](DoneFn done) { runner.Start(req, resp, std::move(ctl), std::move(done)); });
+}
+
+grpc::Status ServeSyncStream(grpc::ServerContext* ctx,
+                             grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
+                             RequestRunner& runner, StreamCodec& codec) {
+  Identity id;
+  if (Status st = IdentifyCall(*ctx, &id); !st.ok()) return ToGrpc(st);
+  StreamRegistry* registry = CurrentStreamRegistry();
+  const Principal quota_who(QuotaPrincipal(id.principal));
+  SyncStreamEntry* entry = nullptr;
+  if (registry != nullptr) {
+    entry = new SyncStreamEntry;
+    if (Status st = registry->Open(entry, quota_who); !st.ok()) {
+      entry->Unref();
+      return ToGrpc(st);
+    }
+  }
+  struct Closer {
+    StreamRegistry* registry;
+    SyncStreamEntry* entry;
+    const Principal& who;
+    ~Closer() {
+      if (entry == nullptr) return;
+      registry->Close(entry, who);
+      entry->Unref();
+    }
+  } closer{registry, entry, quota_who};
+  grpc::ByteBuffer in, out;
+  for (int64_t n = 1; stream->Read(&in); ++n) {
+    const size_t bytes = in.Length();
+    CallControl ctl = ControlFor(ctx);
+    v1::ExecuteRequest req;
+    v1::ExecuteResponse resp;
+    std::unique_ptr<StreamCodec::State> state;
+    Status refused;
+    // A message whose caller is refused is not parsed: the runner answers
+    // the refusal in its response's status.
+    if (ctl.refused.ok() && !codec.Parse(&in, &req, &state, &refused))
+      return codec.Malformed(n, bytes);
+    if (refused.ok()) (void)RunAndWait(runner, std::move(ctl), req, &resp);
+    codec.Serialize(refused, &resp, state.get(), &out);
+    if (!stream->Write(out)) break;  // the client went away
+    if (entry != nullptr && entry->draining())
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "kerneld is shutting down: this stream's answers are written and it "
+                          "takes no more messages; retry on another replica");
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace kerneld::server

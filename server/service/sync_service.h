@@ -18,6 +18,7 @@
 #include "kerneld/v1/kerneld.grpc.pb.h"
 #include "service/raw_unary.h"
 #include "service/request_runner.h"
+#include "service/stream_codec.h"
 
 namespace kerneld::server {
 
@@ -26,6 +27,21 @@ namespace kerneld::server {
 // callback API but polls the completion queue on the sync one.
 std::function<bool()> CancelCheckAfter(std::chrono::nanoseconds wait, std::function<bool()> check);
 inline constexpr std::chrono::microseconds kSyncCancelCheckAfter{200};
+
+// Runs an admitted request on the calling gRPC thread's behalf and waits
+// for its completion (at once when the worker ran it inline, on this very
+// thread); cancellation is asked only after kSyncCancelCheckAfter.
+Status RunAndWait(RequestRunner& runner, CallControl ctl, const v1::ExecuteRequest& req,
+                  v1::ExecuteResponse* resp);
+
+// A sync bidi stream of `codec`'s messages (service/stream_codec.h), each
+// admitted and run in turn, as ExecuteStream's sync loop does: counted
+// against --max_streams and --quota_streams, each message admitted again,
+// UNAVAILABLE after the message in hand once draining. The KServe front
+// end's ModelStreamInfer (kserve/kserve_service.h) is served by it.
+grpc::Status ServeSyncStream(grpc::ServerContext* ctx,
+                             grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
+                             RequestRunner& runner, StreamCodec& codec);
 
 // Every method raw (service/raw_unary.h): the caller is admitted before its
 // message is parsed.
