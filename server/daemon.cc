@@ -21,6 +21,7 @@
 #include "auth/tls.h"
 #include "jit/jit_setup.h"
 #include "metrics/daemon_log.h"
+#include "kserve/kserve_service.h"
 #include "service/jit_service.h"
 #include "service/sync_service.h"
 
@@ -209,6 +210,12 @@ std::string Daemon::Start() {
     buffer_service_ = std::make_unique<BufferServiceImpl>(*buffer_handlers_);
     jit_service_ = std::make_unique<JitServiceImpl>(*jit_);
   }
+  kserve_handlers_ = std::make_unique<kserve::KServeHandlers>(cfg_, *runner_, *metrics_,
+                                                              *buffer_handlers_, *buffers_);
+  if (sync_api)
+    kserve_service_ = std::make_unique<kserve::KServeServiceSyncImpl>(*kserve_handlers_);
+  else
+    kserve_service_ = std::make_unique<kserve::KServeServiceImpl>(*kserve_handlers_);
 
   grpc::EnableDefaultHealthCheckService(!sync_api);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -275,6 +282,7 @@ std::string Daemon::Start() {
   builder.RegisterService(service_.get());
   builder.RegisterService(buffer_service_.get());
   builder.RegisterService(jit_service_.get());
+  builder.RegisterService(kserve_service_.get());
   if (sync_health_) builder.RegisterService(sync_health_.get());
   server_ = builder.BuildAndStart();
   if (!server_)
@@ -304,6 +312,7 @@ std::string Daemon::Start() {
   }
   health()->SetServingStatus(true);
   health()->SetServingStatus("kerneld.v1.KernelService", true);
+  health()->SetServingStatus("inference.GRPCInferenceService", true);
   health_thread_ = std::thread([this] { HealthLoop(); });
 
   if (!cfg_.ready_file.empty()) {

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "devices/device_manager.h"
 #include "jit/jit_backend.h"
+#include "kserve/kserve_handlers.h"
 #include "lane/lane_server.h"
 #include "metrics/metrics.h"
 #include "service/buffer_service.h"
@@ -78,6 +79,10 @@ class Daemon {
   std::unique_ptr<StreamRegistry> streams_;
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<GraphRunner> graphs_;  // ExecuteGraph (graph/graph_runner.h)
+  // inference.GRPCInferenceService (KServe v2, kserve/), on the same port;
+  // after runner_ and buffer_handlers_, whose requests and regions it uses.
+  std::unique_ptr<kserve::KServeHandlers> kserve_handlers_;
+  std::unique_ptr<grpc::Service> kserve_service_;  // on the API --grpc_api names
   std::unique_ptr<grpc::Service> service_;  // KernelServiceImpl, or the sync one (--grpc_api)
   std::unique_ptr<grpc::Server> server_;
   // --lane_socket (docs/lane.md): after runner_, so that it goes first.
