@@ -15,17 +15,14 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "kerneld/v1/kerneld.pb.h"
+#include "lane_ring.h"
 
 namespace kerneld::client {
 
@@ -49,35 +46,19 @@ class LaneClient {
   grpc::Status ExecuteBytes(std::string_view request, std::string* out,
                             std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
 
-  uint32_t slots() const { return slots_; }
-  uint64_t slot_bytes() const { return slot_bytes_; }
+  uint32_t slots() const { return ring_->slots(); }
+  uint64_t slot_bytes() const { return ring_->slot_bytes(); }
   // The ring as mapped here, and its memfd (tests of a hostile client).
-  void* ring() const { return ring_; }
-  int memfd() const { return memfd_; }
+  void* ring() const { return ring_->ring(); }
+  int memfd() const { return ring_->memfd(); }
   // How long a waiting call polls its slot before it sleeps, at least (it
   // adapts upwards when answers come just after it slept).
-  void set_spin(std::chrono::microseconds spin) {
-    spin_ns_ = spin.count() * 1000;
-    adaptive_spin_ns_.store(spin_ns_);
-  }
+  void set_spin(std::chrono::microseconds spin) { ring_->set_spin_ns(spin.count() * 1000); }
 
  private:
-  LaneClient() = default;
-  int AcquireSlot();
-  void ReleaseSlot(int slot);
-  bool DaemonGone();
-
-  int sock_ = -1, memfd_ = -1;
-  void* ring_ = nullptr;
-  uint64_t ring_bytes_ = 0, slot_bytes_ = 0;
-  uint32_t slots_ = 0;
-  int64_t spin_ns_ = 50000;
-  std::atomic<int64_t> adaptive_spin_ns_{50000};
-  std::mutex mu_;
-  std::condition_variable free_cv_;
-  std::vector<int> free_;
-  std::vector<bool> abandoned_;  // timed out: the daemon still owes the slot a response
-  uint64_t next_id_ = 1;
+  explicit LaneClient(std::unique_ptr<LaneRing> ring) : ring_(std::move(ring)) {}
+  // The protocol itself, without the messages (lane_ring.h).
+  std::unique_ptr<LaneRing> ring_;
 };
 
 }  // namespace kerneld::client

@@ -217,8 +217,10 @@ grpc::ServerUnaryReactor* KernelServiceImpl::ListKernels(grpc::CallbackServerCon
 
 namespace {
 
-void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp) {
+void DescribeServer(const Config& cfg, const RequestRunner& runner,
+                    v1::GetServerInfoResponse* resp) {
   resp->set_version(kKerneldVersion);
+  if (!cfg.lane_socket.empty()) resp->set_lane_socket("unix:" + cfg.lane_socket);
   resp->set_git_revision(kKerneldGitRevision);
   const auto& cuda = runner.devices().cuda();
   resp->set_cuda_runtime_version(cuda.runtime);
@@ -243,13 +245,14 @@ void DescribeServer(const RequestRunner& runner, v1::GetServerInfoResponse* resp
 
 }  // namespace
 
-grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const RequestRunner& runner,
-                              const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
+grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const Config& cfg,
+                              const RequestRunner& runner, const grpc::ByteBuffer& in,
+                              grpc::ByteBuffer* out) {
   if (Status st = Authenticate(ctx); !st.ok()) return ToGrpc(st);
   v1::GetServerInfoRequest req;
   if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
   v1::GetServerInfoResponse resp;
-  DescribeServer(runner, &resp);
+  DescribeServer(cfg, runner, &resp);
   return SerializeRawMessage(resp, out);
 }
 
@@ -257,7 +260,7 @@ grpc::ServerUnaryReactor* KernelServiceImpl::GetServerInfo(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* req,
                                                            grpc::ByteBuffer* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(AnswerServerInfo(*ctx, runner_, *req, resp));
+  reactor->Finish(AnswerServerInfo(*ctx, cfg_, runner_, *req, resp));
   return reactor;
 }
 

@@ -58,7 +58,8 @@ Status Authenticate(const grpc::ServerContextBase& ctx);
 grpc::Status AnswerListKernels(const grpc::ServerContextBase& ctx, const Config& cfg,
                                const RequestRunner& runner, const grpc::ByteBuffer& req,
                                grpc::ByteBuffer* resp);
-grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const RequestRunner& runner,
-                              const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
+grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const Config& cfg,
+                              const RequestRunner& runner, const grpc::ByteBuffer& req,
+                              grpc::ByteBuffer* resp);
 
 }  // namespace kerneld::server

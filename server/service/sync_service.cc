@@ -118,7 +118,7 @@ KernelServiceSyncImpl::KernelServiceSyncImpl(const Config& cfg, RequestRunner& r
            });
   AddUnary(svc, "GetServerInfo",
            [this](grpc::ServerContext* ctx, const grpc::ByteBuffer& in, grpc::ByteBuffer* out) {
-             return AnswerServerInfo(*ctx, runner_, in, out);
+             return AnswerServerInfo(*ctx, cfg_, runner_, in, out);
            });
 }
 
