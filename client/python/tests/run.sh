@@ -66,6 +66,19 @@ KERNELD_BIN=$BIN KERNELD_NATIVE_LIB=$NATIVE "$VENV-lowest/bin/pytest" -q -m "not
   client/python/tests/test_errors.py client/python/tests/test_native.py "$@"
 rm -rf "$VENV-lowest"
 
+# The KServe v2 front end (test_kserve.py) through a real tritonclient[grpc]
+# from PyPI, in a fresh venv of its own: tritonclient caps protobuf below the
+# newest the kerneld package allows, which the main venv keeps testing (there
+# test_kserve.py skips itself).
+rm -rf "$VENV-kserve"
+python3 -m venv "$VENV-kserve"
+"$VENV-kserve/bin/python" -m pip install -q --upgrade pip
+"$VENV-kserve/bin/python" -m pip install -q --no-cache-dir "$ROOT/client/python[test,kserve]"
+"$VENV-kserve/bin/python" -c 'import tritonclient.grpc, importlib.metadata as m; print("python tests: tritonclient", m.version("tritonclient"))'
+KERNELD_BIN=$BIN KERNELD_NATIVE_LIB=$NATIVE "$VENV-kserve/bin/pytest" -q -m "not gpu" -p no:cacheprovider \
+  client/python/tests/test_kserve.py "$@"
+rm -rf "$VENV-kserve"
+
 echo "python tests: with libkerneld_native ($NATIVE)"
 KERNELD_BIN=$BIN KERNELD_NATIVE_LIB=$NATIVE "$VENV/bin/pytest" -q -m "not gpu" -p no:cacheprovider client/python/tests "$@"
 echo "python tests: without it (KERNELD_NATIVE_LIB=0)"
