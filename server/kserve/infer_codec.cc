@@ -299,16 +299,17 @@ void UnpackContents(const std::string& bytes, DType dt, Contents* c) {
 
 Status DecodeInputs(inference::ModelInferRequest* req, const OpDef& op, const RegionLookup& regions,
                     v1::ExecuteRequest* out, InferState* st) {
-  if (static_cast<size_t>(req->inputs_size()) > op.inputs.size())
-    return InvalidArgument(op.name + ": the request has " + std::to_string(req->inputs_size()) +
-                           " inputs; the model takes " + std::to_string(op.inputs.size()) + ": " +
-                           InputNames(op));
   const int raw_count = req->raw_input_contents_size();
   int raw_next = 0;
   for (int i = 0; i < req->inputs_size(); ++i) {
     inference::ModelInferRequest::InferInputTensor* in = req->mutable_inputs(i);
     const std::string& name = in->name();
     auto what = [&] { return op.name + ": input " + Quote(name); };
+    // Names first: with no duplicates, a request stops here after at most
+    // one more input than the model takes, however many it lists.
+    if (op.InputIndex(name) < 0)
+      return InvalidArgument(op.name + ": unknown input " + Quote(name) + "; inputs are " +
+                             InputNames(op));
     if (out->inputs().contains(name)) return InvalidArgument(what() + " appears twice in inputs");
     const std::optional<DType> dt = DTypeOfDatatype(in->datatype());
     if (!dt)
