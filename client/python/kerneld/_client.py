@@ -16,6 +16,7 @@ from ._ipc import IpcRegistry
 from ._schema import OpSchema, attr_python
 from ._shm import ShmPool, Segment, align
 from ._transport import CallStream
+from . import _lane
 from . import _native
 from . import _plan
 from ._tensors import NAMES, to_arg
@@ -429,13 +430,29 @@ class Client(_Base):
     twice their latency, none once they take over 250 us), 0 never spins.
     A wake-up after sleeping is what a fast call mostly pays on a virtual
     machine; nothing spins while no call is in flight.
+    lane: call() through the same-host lane instead of gRPC (docs/lane.md;
+      needs libkerneld_native). True: the lane the daemon at `target` serves
+      (its --lane_socket, from GetServerInfo); "unix:/path" or "/path": the
+      lane at that socket. target must then be the daemon's unix socket (or
+      a token be given), so that the buffers registered over gRPC belong to
+      the lane's principal. Everything else (ops(), register(), graphs,
+      stream(), buffers) still goes over gRPC. spin_us sets the least a
+      lane call polls before it sleeps (it adapts upwards).
+    lane_fallback: what happens when the lane cannot be had (no lane, the
+      library missing, refused): False (the default) raises that error
+      (kerneld.Unavailable, ...); True uses gRPC as rpc= says instead, and
+      .lane_error keeps why. .transport says which is used: "lane" or "grpc".
     """
 
     def __init__(self, target="127.0.0.1:50051", timeout=None, shm=False, token=None, tls=False,
                  tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, lb=None,
-                 options=None, lease_seconds=60, rpc=None, spin_us=None):
+                 options=None, lease_seconds=60, rpc=None, spin_us=None, lane=False,
+                 lane_fallback=False):
+        if not (lane is None or isinstance(lane, bool) or (isinstance(lane, str) and lane)):
+            raise invalid_argument("kerneld.Client: lane=%r; True (the daemon's own lane) or its "
+                                   "socket, 'unix:/path'" % (lane,))
         lib, why = (None, None)
-        if rpc in (None, "native", "native_unary"):
+        if rpc in (None, "native", "native_unary") or lane:
             lib, why = _native.load()
         spread = bool(lb) and lb != "pick_first"
         if rpc is None:
@@ -448,7 +465,7 @@ class Client(_Base):
                              "ExecuteStream per calling thread), 'native_unary' (libkerneld_native: "
                              "one Execute RPC per call), 'stream' (grpcio: one ExecuteStream for "
                              "every call) or 'unary' (grpcio: one Execute RPC per call)" % (rpc,))
-        if rpc.startswith("native") and lib is None:
+        if rpc.startswith("native") and lib is None and not lane:
             raise invalid_argument("kerneld.Client: rpc=%r needs libkerneld_native: %s. Set "
                              "KERNELD_NATIVE_LIB to its path (it is built and installed with the "
                              "daemon, <prefix>/lib), or use rpc='stream'" % (rpc, why))
@@ -460,7 +477,25 @@ class Client(_Base):
         self._calls = None
         self._native = None
         self._plans = _plan.Plans()
-        if rpc.startswith("native"):
+        self.transport = "grpc"
+        self.lane_error = None
+        if lane:
+            try:
+                self._native = self._open_lane(lane, lib, why, token, spin_us)
+            except BaseException as e:
+                if not (lane_fallback and isinstance(e, KerneldError)):
+                    self.close()
+                    raise
+                self.lane_error = e
+        if self._native is not None:
+            self.transport = "lane"
+            self._b.call_stream = self._native  # closed with the client's buffers
+        elif rpc.startswith("native") and lib is None:
+            self.close()
+            raise invalid_argument("kerneld.Client: rpc=%r needs libkerneld_native: %s. Set "
+                             "KERNELD_NATIVE_LIB to its path (it is built and installed with the "
+                             "daemon, <prefix>/lib), or use rpc='stream'" % (rpc, why))
+        elif rpc.startswith("native"):
             self._native = _native.NativeCalls(lib, target, self._metadata, tls, tls_ca, tls_cert,
                                                tls_key, tls_server_name, self._opts, spin_us,
                                                stream=(rpc == "native"))
@@ -472,6 +507,35 @@ class Client(_Base):
             self._calls = CallStream(lambda it, metadata: ref()._m["ExecuteStream"](it, metadata=metadata),
                                      self._metadata)
             self._b.call_stream = self._calls
+
+    def _open_lane(self, lane, lib, why, token, spin_us):
+        """LaneCalls on the lane `lane` names (Client's docstring), or the
+        KerneldError that says why there is none."""
+        if lib is None:
+            raise invalid_argument("kerneld.Client: lane=%r needs libkerneld_native: %s. Set "
+                                   "KERNELD_NATIVE_LIB to its path (it is built and installed "
+                                   "with the daemon, <prefix>/lib)" % (lane, why))
+        missing = _lane.declare(lib)
+        if missing:
+            raise invalid_argument("kerneld.Client: lane=%r: %s" % (lane, missing))
+        if spin_us is not None and (not isinstance(spin_us, (int, float)) or spin_us < 0):
+            raise invalid_argument("kerneld.Client: spin_us=%r; None (adapts), 0 or a number of "
+                                   "microseconds" % (spin_us,))
+        if not self.target.startswith("unix") and not token:
+            raise invalid_argument(
+                "kerneld.Client: lane=%r with target %s: the lane's principal is this process's "
+                "uid, gRPC's on a TCP target is anonymous, so buffers registered there are not "
+                "the lane's; give the daemon's unix socket as target (or a token)" %
+                (lane, self.target))
+        if lane is True:
+            path = self._rpc("GetServerInfo", pb.GetServerInfoRequest()).lane_socket
+            if not path:
+                raise error_for(grpc.StatusCode.UNAVAILABLE,
+                                "kerneld: the daemon at %s serves no lane (it runs without "
+                                "--lane_socket=PATH; docs/lane.md)" % self.target)
+        else:
+            path = lane
+        return _lane.LaneCalls(lib, path, token, spin_us)
 
     def _load_schemas(self):
         with self._schema_lock:
