@@ -15,8 +15,14 @@
 // may register its own too (OpDef::bench.extra: softmax's vocabularies),
 // which --shapes selects by name like the others.
 // --json FILE writes one record per measured row (op, dtype, shape, impl,
-// us, copy_us, each input's dims, the bench attrs): bench/peers.py times
-// torch on exactly those records.
+// us, copy_us, each input's dims, the bench attrs; flops where the op
+// counts them; the values of the index inputs it drew, up to 65536 each):
+// bench/peers.py times torch and FlashInfer on exactly those records.
+// Integer inputs whose schema says how to draw them (InputGen kIndptr,
+// kLength, kPermutation, kSegment, kModulo: the attention ops' page tables)
+// are drawn on the host by the same code as kernelctl's
+// (kerneld/input_gen.h), from the symbols the problem's shapes bind; other
+// integers are i % 8192 of a hash, as before.
 // --flush-l2 writes 2 x L2 before each run (leaving dirty lines whose
 // write-back the timed kernel pays for); --flush-l2-clean reads 2 x L2.
 // Decode-shape gemm rows also give the time of a kernel that only reads b,
@@ -37,6 +43,7 @@
 #include "bench_cuda.cuh"
 #include "bench_device.h"
 #include "kerneld/call.h"
+#include "kerneld/input_gen.h"
 #include "kerneld/op.h"
 
 using namespace kerneld;
@@ -160,6 +167,17 @@ struct DeviceCall {
     Fill<<<1024, 256, 0, static_cast<cudaStream_t>(ctx.stream)>>>(
         v.data, v.numel(), static_cast<int>(dt), seed, lo, hi, 8192);
     CK(cudaGetLastError());
+  }
+  // Input `i`: t's values, copied to the device.
+  void InputValues(size_t i, const HostTensor& t) {
+    if (ctx.inputs.size() <= i) ctx.inputs.resize(i + 1);
+    TensorView& v = ctx.inputs[i];
+    v.device = ctx.device.device;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    v.data = Alloc(v.nbytes());
+    const std::string bytes = Encode(t.dtype, t.values);
+    CK(cudaMemcpy(v.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
   }
   Status Prepare(const OpDef& op, const AttrMap& attrs) {
     return PrepareCall(
@@ -289,9 +307,16 @@ int main(int argc, char** argv) {
         float lo = static_cast<float>(op->bench.lo), hi = static_cast<float>(op->bench.hi);
         if (op->bench.range_per_hidden)
           lo /= static_cast<float>(ss.hidden), hi /= static_cast<float>(ss.hidden);
-        for (size_t i = 0; i < op->inputs.size(); ++i)
-          call.Input(i, dtype_of(op->inputs[i]), shp[op->inputs[i].name], lo, hi,
-                     static_cast<uint32_t>(i + 1));
+        // Index inputs drawn from their schema; the rest from the hash.
+        std::mt19937_64 rng(1);
+        const BenchProblem prob = DrawBenchProblem(*op, shp, dt, rng);
+        for (size_t i = 0; i < op->inputs.size(); ++i) {
+          const InputDef& in = op->inputs[i];
+          if (auto drawn = prob.index.find(in.name); drawn != prob.index.end())
+            call.InputValues(i, drawn->second);
+          else
+            call.Input(i, dtype_of(in), shp[in.name], lo, hi, static_cast<uint32_t>(i + 1));
+        }
         if (!call.Prepare(*op, op->bench.attrs).ok()) {
           std::printf("%-22s %-9s %-7s skipped: inputs do not validate\n", op->name.c_str(),
                       std::string(DTypeName(dt)).c_str(), ss.name.c_str());
@@ -300,6 +325,8 @@ int main(int argc, char** argv) {
         int64_t bytes = 0;
         for (const auto& v : ctx.inputs) bytes += v.nbytes();
         for (const TensorView& v : ctx.outputs) bytes += v.nbytes();
+        if (op->bench.bytes) bytes = static_cast<int64_t>(op->bench.bytes(prob));
+        const double flops = op->bench.flops ? op->bench.flops(prob) : 0;
         // Reference: a device-to-device copy moving the same bytes (half read, half written).
         void *ca, *cb;
         CK(cudaMalloc(&ca, static_cast<size_t>(bytes / 2)));
@@ -319,9 +346,11 @@ int main(int argc, char** argv) {
           });
           CK(cudaStreamSynchronize(s));
           const double gbs = static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
-          std::printf("%-22s %-9s %-7s %-8s %10.1f %10.0f %10.0f %8.2f%s\n", op->name.c_str(),
+          char tflops[48] = "";
+          if (flops > 0) std::snprintf(tflops, sizeof tflops, "  %.1f TFLOP/s", flops / ms / 1e9);
+          std::printf("%-22s %-9s %-7s %-8s %10.1f %10.0f %10.0f %8.2f%s%s\n", op->name.c_str(),
                       std::string(DTypeName(dt)).c_str(), ss.name.c_str(), impl.backend.c_str(),
-                      ms * 1e3, gbs, copy_gbs, gbs / copy_gbs,
+                      ms * 1e3, gbs, copy_gbs, gbs / copy_gbs, tflops,
                       failed ? "  (impl returned an error)" : "");
           std::string ins, attrs;
           for (size_t i = 0; i < op->inputs.size(); ++i)
@@ -331,12 +360,24 @@ int main(int argc, char** argv) {
             if (const double* f = std::get_if<double>(&v))
               attrs += (attrs.empty() ? "" : ",") + std::string("\"") + name +
                        "\":" + std::to_string(*f);
-          char num[96];
-          std::snprintf(num, sizeof num, "\"us\":%.4f,\"copy_us\":%.4f", ms * 1e3, copy_ms * 1e3);
+            else if (const bool* on = std::get_if<bool>(&v))
+              attrs += (attrs.empty() ? "" : ",") + std::string("\"") + name +
+                       "\":" + (*on ? "true" : "false");
+          char num[128];
+          std::snprintf(num, sizeof num, "\"us\":%.4f,\"copy_us\":%.4f,\"flops\":%.6g", ms * 1e3,
+                        copy_ms * 1e3, flops);
+          std::string index;
+          for (const auto& [name, t] : prob.index) {
+            if (t.values.size() > 65536) continue;
+            index += (index.empty() ? "\"" : ",\"") + name + "\":[";
+            for (size_t j = 0; j < t.values.size(); ++j)
+              index += (j ? "," : "") + std::to_string(static_cast<int64_t>(t.values[j]));
+            index += "]";
+          }
           json += std::string(json.size() > 1 ? ",\n" : "\n") + "{\"op\":\"" + op->name +
                   "\",\"dtype\":\"" + std::string(DTypeName(dt)) + "\",\"shape\":\"" + ss.name +
                   "\",\"impl\":\"" + impl.backend + "\"," + num + ",\"inputs\":{" + ins +
-                  "},\"attrs\":{" + attrs + "}}";
+                  "},\"attrs\":{" + attrs + "},\"index\":{" + index + "}}";
         }
       }
     }

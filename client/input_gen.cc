@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "kerneld/check.h"
+#include "kerneld/input_gen.h"
 #include "kerneld/op.h"
 
 namespace kerneld::client {
@@ -65,40 +66,6 @@ std::optional<std::vector<int64_t>> Eval(const std::string& op, const std::strin
 }
 
 }  // namespace
-
-void StructuredIndex(int kind, int64_t upper, std::mt19937_64& rng, std::vector<double>* values) {
-  const auto n = static_cast<int64_t>(values->size());
-  std::vector<double>& v = *values;
-  switch (kind) {
-    case v1::InputGeneration::INDPTR:
-      for (int64_t b = 0; b < n; ++b)
-        v[static_cast<size_t>(b)] = n > 1 ? static_cast<double>(b * upper / (n - 1)) : 0;
-      break;
-    case v1::InputGeneration::LENGTH: {
-      std::uniform_int_distribution<int64_t> d(1, std::max<int64_t>(upper, 1));
-      for (double& x : v) x = static_cast<double>(d(rng));
-      break;
-    }
-    case v1::InputGeneration::PERMUTATION: {
-      std::vector<int64_t> perm(static_cast<size_t>(std::max<int64_t>(upper, 1)));
-      for (size_t j = 0; j < perm.size(); ++j) perm[j] = static_cast<int64_t>(j);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      for (size_t j = 0; j < v.size(); ++j)
-        v[j] = upper > 0 ? static_cast<double>(perm[j % perm.size()]) : 0;
-      break;
-    }
-    case v1::InputGeneration::SEGMENT:
-      for (int64_t i = 0; i < n; ++i)
-        v[static_cast<size_t>(i)] = static_cast<double>(i * upper / n);
-      break;
-    case v1::InputGeneration::MODULO:
-      for (int64_t i = 0; i < n; ++i)
-        v[static_cast<size_t>(i)] = upper > 0 ? static_cast<double>(i % upper) : 0;
-      break;
-    default:
-      break;
-  }
-}
 
 v1::InputGeneration GenerationOf(const v1::KernelInfo& k, int i) {
   const v1::TensorSpec& spec = k.inputs(i);
@@ -188,8 +155,7 @@ bool GenerateInputs(const v1::KernelInfo& k, const InputRequest& r, std::mt19937
         break;
       }
       case v1::InputGeneration::INDEX: {
-        auto it = bind.symbols.find(g.upper());
-        const int64_t upper = it == bind.symbols.end() ? 1 : it->second;
+        const int64_t upper = GenUpper(bind, g.upper());
         t = upper > 0 ? Random(dt, shape, rng, 0, static_cast<double>(upper))
                       : Random(dt, shape, rng, 0, 1);
         break;
@@ -199,10 +165,9 @@ bool GenerateInputs(const v1::KernelInfo& k, const InputRequest& r, std::mt19937
       case v1::InputGeneration::PERMUTATION:
       case v1::InputGeneration::SEGMENT:
       case v1::InputGeneration::MODULO: {
-        auto it = bind.symbols.find(g.upper());
-        const int64_t upper = it == bind.symbols.end() ? 1 : it->second;
+        // The proto's kinds are InputGen's values (kerneld/schema.h).
         t = Random(dt, shape, rng, 0, 1);
-        StructuredIndex(g.kind(), upper, rng, &t.values);
+        StructuredIndex(static_cast<InputGen>(g.kind()), GenUpper(bind, g.upper()), rng, &t.values);
         break;
       }
       default:

@@ -31,12 +31,6 @@ struct InputRequest {
 // for a daemon that predates it this build's schema of the same op.
 v1::InputGeneration GenerationOf(const v1::KernelInfo& k, int i);
 
-// The values of the index kinds whose values follow from their place and
-// one bound (INDPTR, LENGTH, PERMUTATION, SEGMENT, MODULO: the
-// InputGeneration.Kind), over `values` as laid out; others are left as
-// they are.
-void StructuredIndex(int kind, int64_t upper, std::mt19937_64& rng, std::vector<double>* values);
-
 // Every input of `k`, by name. False with *error on a request that cannot
 // be what the user meant (a dtype the op does not take, an unknown input).
 bool GenerateInputs(const v1::KernelInfo& k, const InputRequest& r, std::mt19937_64& rng,

@@ -8,9 +8,21 @@
 #include <vector>
 
 #include "kerneld/attr.h"
+#include "kerneld/dtype.h"
+#include "kerneld/host_tensor.h"
 #include "kerneld/tensor.h"
 
 namespace kerneld {
+
+// One problem as kernel_bench made it, for the hooks below: each input's
+// shape, the dtype of the op's first input, the index inputs it generated
+// from their schema's InputGen (their values), and the attrs.
+struct BenchProblem {
+  std::map<std::string, Shape> shapes;
+  DType dtype = DType::kFloat32;
+  HostTensors index;
+  AttrMap attrs;
+};
 
 // How kernel_bench sizes the op for a (rows, hidden) problem: each input's
 // shape, the attrs, and the range its random floating inputs are drawn from.
@@ -26,6 +38,13 @@ struct BenchSpec {
     int64_t rows, hidden;
   };
   std::vector<Problem> extra = {};  // default: none (and no -Wmissing-field-initializers)
+  // The bytes a run must move where that is not every input read once and
+  // every output written once (an in-place append writes a few rows of its
+  // caches; a decode reads only the slots its requests hold); empty: those.
+  std::function<double(const BenchProblem&)> bytes = {};
+  // Floating-point operations of a run, for TFLOP/s (attention prefill);
+  // empty: the op is judged by bytes alone.
+  std::function<double(const BenchProblem&)> flops = {};
 };
 
 }  // namespace kerneld
