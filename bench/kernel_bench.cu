@@ -15,8 +15,8 @@
 // may register its own too (OpDef::bench.extra: softmax's vocabularies),
 // which --shapes selects by name like the others.
 // --json FILE writes one record per measured row (op, dtype, shape, impl,
-// us, copy_us, each input's dims, the bench attrs; flops where the op
-// counts them; the values of the index inputs it drew, up to 65536 each):
+// us, copy_us, each input's dims, the bench attrs; the bytes counted and
+// flops where the op counts them; the values of the index inputs it drew, up to 65536 each):
 // bench/peers.py times torch and FlashInfer on exactly those records.
 // Integer inputs whose schema says how to draw them (InputGen kIndptr,
 // kLength, kPermutation, kSegment, kModulo: the attention ops' page tables)
@@ -363,9 +363,10 @@ int main(int argc, char** argv) {
             else if (const bool* on = std::get_if<bool>(&v))
               attrs += (attrs.empty() ? "" : ",") + std::string("\"") + name +
                        "\":" + (*on ? "true" : "false");
-          char num[128];
-          std::snprintf(num, sizeof num, "\"us\":%.4f,\"copy_us\":%.4f,\"flops\":%.6g", ms * 1e3,
-                        copy_ms * 1e3, flops);
+          char num[160];
+          std::snprintf(num, sizeof num,
+                        "\"us\":%.4f,\"copy_us\":%.4f,\"bytes\":%lld,\"flops\":%.6g", ms * 1e3,
+                        copy_ms * 1e3, static_cast<long long>(bytes), flops);
           std::string index;
           for (const auto& [name, t] : prob.index) {
             if (t.values.size() > 65536) continue;

@@ -10,6 +10,15 @@ which bench/fetch_flashinfer takes from its PyPI wheel), FlashInfer's for
 the norms and for top_k_mask_logits / top_k_renorm_probs, timed the same way, with the ratios peer / kerneld (> 1: kerneld
 is faster).
 
+The attention ops (bench_attention.py) compare against torch's
+scaled_dot_product_attention on dense K / V of each record's lengths, and,
+where the flashinfer Python package imports, against FlashInfer's
+BatchDecodeWithPagedKVCacheWrapper, BatchPrefillWithPagedKVCacheWrapper,
+BatchPrefillWithRaggedKVCacheWrapper (planned once, run timed, backend
+auto: the backend it chose is printed), append_paged_kv_cache and
+merge_state, on the page tables kernel_bench drew (the record's index
+arrays). Prefill rows add TFLOP/s, decode rows GB/s.
+
     bench/peers.py --kernel-bench build/bench/kernel_bench [--flashinfer PATH] [--ops a,b]
                    [--shapes decode,mid] [--extra-shapes d1=1x4096,...] [--json peers.json]
 
@@ -23,6 +32,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+import bench_attention
 
 
 def torch_fn(torch, rec):
@@ -72,6 +83,8 @@ def torch_fn(torch, rec):
         a, b = t("a"), t("b")
         tb = bool(attrs.get("transpose_b", False))
         return (lambda: a @ b.t()) if tb else (lambda: a @ b)
+    if op in bench_attention.OPS:
+        return bench_attention.torch_fn(torch, rec, dt)
     return None
 
 
@@ -153,6 +166,7 @@ def main():
         for r in json.loads(out):
             fi[(r["op"], r["dtype"], r["rows"], r["hidden"])] = r["us"]
 
+    fi_py = bench_attention.import_flashinfer() if torch is not None else None
     rows = []
     for rec in records:
         x = main_input(rec)
@@ -160,6 +174,18 @@ def main():
             key = (rec["op"], rec["dtype"], x[0], x[1])
             if key in fi:
                 rec["flashinfer_us"] = fi[key]
+        if fi_py is not None and rec["op"] in bench_attention.OPS:
+            try:
+                fn, backend = bench_attention.flashinfer_fn(torch, fi_py, rec)
+            except Exception as e:  # a record this FlashInfer cannot run: no column
+                print(f"peers: no FlashInfer timing for {rec['op']} {rec['shape']}: {e}",
+                      file=sys.stderr)
+                fn, backend = None, None
+            if fn is not None:
+                rec["flashinfer_us"] = time_torch(torch, fn, a.reps, flush)
+                rec["flashinfer_backend"] = backend
+                del fn
+                torch.cuda.empty_cache()
         row = dict(rec)
         if torch is not None:
             try:
@@ -173,7 +199,7 @@ def main():
                 torch.cuda.empty_cache()
         rows.append(row)
 
-    hdr = f"{'op':<20} {'shape':<8} {'dtype':<9} {'dims':<18} {'kerneld us':>10} {'x copy':>7} {'torch us':>9} {'torch/k':>8} {'flashinfer us':>13} {'fi/k':>6}"
+    hdr = f"{'op':<20} {'shape':<8} {'dtype':<9} {'dims':<18} {'kerneld us':>10} {'x copy':>7} {'torch us':>9} {'torch/k':>8} {'flashinfer us':>13} {'fi/k':>6}  rates"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -184,7 +210,8 @@ def main():
         print(f"{r['op']:<20} {r['shape']:<8} {r['dtype']:<9} {dims:<18} {k:>10.2f} "
               f"{(r['copy_us'] / k if r.get('copy_us') else float('nan')):>7.2f} "
               f"{(tu if tu is not None else float('nan')):>9.2f} {(tu / k if tu else float('nan')):>8.2f} "
-              f"{(fu if fu is not None else float('nan')):>13.2f} {(fu / k if fu else float('nan')):>6.2f}")
+              f"{(fu if fu is not None else float('nan')):>13.2f} {(fu / k if fu else float('nan')):>6.2f}"
+              f"  {bench_attention.rates(r)}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
