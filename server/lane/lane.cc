@@ -291,6 +291,7 @@ CallControl Lane::ControlFor(uint64_t timeout_us) {
         std::chrono::system_clock::now() + std::chrono::microseconds(static_cast<int64_t>(us));
   }
   c.cancelled = [gone = gone_] { return gone->load(std::memory_order_relaxed); };
+  c.transport = Transport::kLane;
   Identity id;
   if (auth_ != nullptr) {
     // Every request, as gRPC identifies every call: a token revoked by a

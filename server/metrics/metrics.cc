@@ -92,8 +92,8 @@ void Metrics::SetSources(const DeviceManager* devices, const BufferRegistry* buf
 }
 
 Metrics::Series* Metrics::For(const std::string& op, const std::string& backend,
-                              const std::string& device) {
-  std::string key = op + '\0' + backend + '\0' + device;
+                              const std::string& device, Transport transport) {
+  std::string key = op + '\0' + backend + '\0' + device + '\0' + TransportName(transport);
   {
     std::shared_lock lock(mu_);
     auto it = series_.find(key);
@@ -106,6 +106,7 @@ Metrics::Series* Metrics::For(const std::string& op, const std::string& backend,
     slot->op = op;
     slot->backend = backend;
     slot->device = device;
+    slot->transport = transport;
   }
   return slot.get();
 }
@@ -164,11 +165,12 @@ std::vector<MetricFamily> Metrics::Collect() const {
   std::vector<MetricFamily> out;
   auto req =
       Family("kerneld_request_duration_seconds",
-             "Time from a request's arrival to its response, by op, backend, device and gRPC code.",
+             "Time from a request's arrival to its response, by op, backend, device, gRPC code "
+             "and transport.",
              MetricType::Histogram);
-  auto total =
-      Family("kerneld_requests_total", "Requests answered, by op, backend, device and gRPC code.",
-             MetricType::Counter);
+  auto total = Family("kerneld_requests_total",
+                      "Requests answered, by op, backend, device, gRPC code and transport.",
+                      MetricType::Counter);
   auto queue = Family("kerneld_queue_duration_seconds",
                       "Time from arrival to the start of execution.", MetricType::Histogram);
   auto exec =
@@ -188,14 +190,17 @@ std::vector<MetricFamily> Metrics::Collect() const {
             {"op", s->op},
             {"backend", s->backend},
             {"device", s->device},
-            {"code", std::string(StatusCodeName(static_cast<StatusCode>(c)))}};
+            {"code", std::string(StatusCodeName(static_cast<StatusCode>(c)))},
+            {"transport", TransportName(s->transport)}};
         auto snap = h->Read();
         req.metric.push_back(HistogramMetric(labels, snap));
         total.metric.push_back(Value(labels, static_cast<double>(snap.count), true));
       }
       if (s->executed.load(std::memory_order_relaxed)) {
-        std::vector<ClientMetric::Label> labels = {
-            {"op", s->op}, {"backend", s->backend}, {"device", s->device}};
+        std::vector<ClientMetric::Label> labels = {{"op", s->op},
+                                                   {"backend", s->backend},
+                                                   {"device", s->device},
+                                                   {"transport", TransportName(s->transport)}};
         queue.metric.push_back(HistogramMetric(labels, s->queue.Read()));
         exec.metric.push_back(HistogramMetric(labels, s->execute.Read()));
       }

@@ -31,10 +31,17 @@ namespace kerneld::server {
 class DeviceManager;
 class BufferRegistry;
 
+// How a request came (the `transport` label of the request series): the
+// gRPC front ends (kerneld.v1, KServe) or the same-host lane.
+enum class Transport : uint8_t { kGrpc = 0, kLane = 1 };
+inline constexpr size_t kTransports = 2;
+inline const char* TransportName(Transport t) { return t == Transport::kLane ? "lane" : "grpc"; }
+
 class Metrics : public prometheus::Collectable {
  public:
   struct Series {
     std::string op, backend, device;
+    Transport transport = Transport::kGrpc;
     std::array<std::atomic<AtomicHistogram*>, 17> request_by_code{};  // indexed by StatusCode
     AtomicHistogram queue, execute;
     std::atomic<bool> executed{false};  // queue/execute exported once observed
@@ -53,7 +60,8 @@ class Metrics : public prometheus::Collectable {
   // Where scrape-time gauges come from (either may be null).
   void SetSources(const DeviceManager* devices, const BufferRegistry* buffers);
 
-  Series* For(const std::string& op, const std::string& backend, const std::string& device);
+  Series* For(const std::string& op, const std::string& backend, const std::string& device,
+              Transport transport = Transport::kGrpc);
   void ObserveRequest(Series* s, StatusCode code, double seconds);
   // Requests answered so far, every series and code (a scan: for the drain,
   // not the request path).
@@ -62,7 +70,7 @@ class Metrics : public prometheus::Collectable {
   // An op's requests so far, every backend and device together, from the
   // series above (the KServe front end's ModelStatistics); a scan.
   struct OpTotals {
-    uint64_t ok = 0, failed = 0;  // answered, by code OK or not
+    uint64_t ok = 0, failed = 0;    // answered, by code OK or not
     double ok_s = 0, failed_s = 0;  // their time from arrival to answer
     uint64_t executed = 0;          // ran on a worker
     double queue_s = 0, execute_s = 0;

@@ -65,6 +65,8 @@ struct RequestRunner::Call {
   DecodedRequest d;
   RequestRecord record;  // filled only when logging is on; reads the task's views
   const Target* target = nullptr;
+  // The `transport` label of its series.
+  Transport transport = Transport::kGrpc;
   Principal principal;  // for the log and the trace; never a metric label
   std::shared_ptr<std::atomic<int64_t>> principal_inflight;
 };
@@ -88,7 +90,9 @@ const RequestRunner::Target& RequestRunner::TargetFor(const OpDef& op, const Imp
     if (auto it = targets_.find(key); it != targets_.end()) return it->second;
   }
   Target t;
-  t.series = metrics_.For(op.name, impl.backend, DeviceManager::Label(worker.info()));
+  for (size_t i = 0; i < t.series.size(); ++i)
+    t.series[i] = metrics_.For(op.name, impl.backend, DeviceManager::Label(worker.info()),
+                               static_cast<Transport>(i));
   t.device_id = worker.info().device.ToString();
   std::unique_lock lock(targets_mu_);
   return targets_.try_emplace(key, std::move(t)).first->second;  // references survive rehashing
@@ -123,6 +127,7 @@ void RequestRunner::StartImpl(const std::shared_ptr<Call>& call, CallControl ctl
   c.resp->set_request_id(c.req.request_id());
   c.traced = trace_ != nullptr && trace_->Sample();
   c.principal = ctl.principal;
+  c.transport = ctl.transport;
   if (Refuse(c, ctl)) return;
   if (!Decode(c)) return;
   Placement place;
@@ -138,7 +143,7 @@ void RequestRunner::Fail(Call& c, const Status& st, const std::string& op_label,
   resp->mutable_status()->set_code(static_cast<int>(st.code()));
   resp->mutable_status()->set_message(st.message());
   const int64_t total_ns = c.StampCompleted();
-  metrics_.ObserveRequest(metrics_.For(op_label, backend, device), st.code(),
+  metrics_.ObserveRequest(metrics_.For(op_label, backend, device, c.transport), st.code(),
                           static_cast<double>(total_ns) * 1e-9);
   if (log_ != nullptr && log_->level() >= 1) {
     RequestRecord r;
@@ -284,14 +289,15 @@ void RequestRunner::Complete(Call& k, Status st, const TaskTiming& timing) {
   // A client that shrank its shared memory while the kernel ran got zeros
   // mapped under it (buffers/shm_source.cc): the result is not to be trusted.
   if (st.ok()) st = CheckPinsAfterUse(k.d.pins);
-  SetExecutionInfo(target.series->backend, target.device_id, timing, k.resp->mutable_info());
+  Metrics::Series* series = target.series[static_cast<size_t>(k.transport)];
+  SetExecutionInfo(series->backend, target.device_id, timing, k.resp->mutable_info());
   if (!st.ok()) k.resp->clear_outputs();
   k.resp->mutable_status()->set_code(static_cast<int>(st.code()));
   if (!st.ok()) k.resp->mutable_status()->set_message(st.message());
   const int64_t total_ns = k.StampCompleted();
-  metrics_.ObserveRequest(target.series, st.code(), static_cast<double>(total_ns) * 1e-9);
+  metrics_.ObserveRequest(series, st.code(), static_cast<double>(total_ns) * 1e-9);
   if (timing.executed)
-    metrics_.ObserveQueueAndExecute(target.series, static_cast<double>(timing.queue_ns) * 1e-9,
+    metrics_.ObserveQueueAndExecute(series, static_cast<double>(timing.queue_ns) * 1e-9,
                                     static_cast<double>(timing.execute_ns) * 1e-9);
   if (st.ok()) {
     const DecodedRequest& kd = k.d;

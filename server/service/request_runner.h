@@ -3,6 +3,7 @@
 // and complete the response when the worker is done.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -31,6 +32,8 @@ struct CallControl {
   // (0: none); docs/security.md.
   std::shared_ptr<std::atomic<int64_t>> principal_inflight;
   int64_t max_inflight = 0;
+  // How it came: the `transport` label of its series.
+  Transport transport = Transport::kGrpc;
 };
 
 class RequestRunner {
@@ -61,7 +64,8 @@ class RequestRunner {
   // What the completion of a request on (impl, worker) labels and counts,
   // looked up once per pair: the success path then formats nothing.
   struct Target {
-    Metrics::Series* series = nullptr;
+    // By Transport: each request's series by how it came.
+    std::array<Metrics::Series*, kTransports> series{};
     std::string device_id;  // "cpu", "cuda:0"
   };
   struct PairHash {

@@ -14,11 +14,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 
 #include "buffers.h"
 #include "daemon_fixture.h"
+#include "lane_client.h"
 
 namespace kerneld::testing {
 namespace {
@@ -606,6 +608,88 @@ TEST(PrometheusServer, ScrapesCountsAndQuantilesMatchTheLoad) {
   ASSERT_EQ(up->size(), 1u);
   EXPECT_EQ((*up)[0].number(), 1);
   EXPECT_EQ(d.Terminate(), 0);
+}
+
+// The request series carry `transport` (grpc|lane): the same request over
+// the same-host lane and over gRPC lands in two series that Prometheus,
+// scraping the daemon, tells apart; every request series has the label.
+TEST(PrometheusServer, RequestSeriesSayWhichTransport) {
+  REQUIRE_TOOL(Tool("PROMETHEUS_BINARY", "prometheus"));
+  char tmpl[] = "/tmp/kerneld-prom-lane-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string lane_path = dir + "/lane.sock";
+  {
+    Daemon d({"--lane_socket=" + lane_path});
+    ASSERT_TRUE(d.ok()) << d.Log();
+    PrometheusServer prom(d.metrics_port());
+    ASSERT_EQ(prom.Start(), "");
+    grpc::Status st;
+    auto lane = client::LaneClient::Connect(lane_path, "", &st);
+    ASSERT_TRUE(lane) << st.error_message();
+    auto run = [](auto&& execute, int ok, int bad) {
+      for (int i = 0; i < ok + bad; ++i) {
+        auto req = ScaleRequest(DType::kFloat32, {64}, 1.5, nullptr, static_cast<uint64_t>(i));
+        req.set_backend("cpu");
+        if (i >= ok) req.mutable_attrs()->clear();  // no factor: INVALID_ARGUMENT
+        v1::ExecuteResponse resp;
+        const grpc::Status s = execute(req, &resp);
+        EXPECT_EQ(s.ok(), i < ok) << s.error_message();
+      }
+    };
+    run([&](const v1::ExecuteRequest& r, v1::ExecuteResponse* o) { return lane->Execute(r, o); }, 7,
+        2);
+    run([&](const v1::ExecuteRequest& r,
+            v1::ExecuteResponse* o) { return d.unix_client().Execute(r, o); },
+        5, 3);
+
+    const std::map<std::string, double> want = {
+        {"lane/OK", 7}, {"lane/INVALID_ARGUMENT", 2}, {"grpc/OK", 5}, {"grpc/INVALID_ARGUMENT", 3}};
+    std::map<std::string, double> got;
+    auto by = [&](const std::string& expr) {
+      got.clear();
+      if (auto v = prom.QueryVector(expr))
+        for (const auto& x : *v)
+          got[(x.labels.count("transport") ? x.labels.at("transport") : "none") + "/" +
+              x.labels.at("code")] = x.number();
+      return got;
+    };
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return by("sum by (transport, code) (kerneld_requests_total{op=\"scale\"})") == want;
+        },
+        std::chrono::seconds(30)))
+        << Show(got) << "\n"
+        << Body(d.Metrics());
+    EXPECT_EQ(by("sum by (transport, code) (kerneld_request_duration_seconds_count{op=\"scale\"})"),
+              want);
+    for (const char* h :
+         {"kerneld_queue_duration_seconds_count", "kerneld_execute_duration_seconds_count"}) {
+      auto v = prom.QueryVector(std::string("sum by (transport) (") + h + "{op=\"scale\"})");
+      ASSERT_TRUE(v.has_value()) << h;
+      EXPECT_EQ(ByLabel(*v, "transport"), (std::map<std::string, double>{{"lane", 7}, {"grpc", 5}}))
+          << h;
+    }
+    // The lane's own counter agrees with the request series.
+    EXPECT_EQ(SeriesValue(d.Metrics(), "kerneld_lane_requests_total", {"code=\"OK\""}), 7);
+    // Every request series line carries one of the two values.
+    std::istringstream in(Body(d.Metrics()));
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) {
+      for (const char* f :
+           {"kerneld_requests_total{", "kerneld_request_duration_seconds_bucket{",
+            "kerneld_queue_duration_seconds_count{", "kerneld_execute_duration_seconds_count{"}) {
+        if (line.rfind(f, 0) != 0) continue;
+        ++lines;
+        EXPECT_TRUE(line.find("transport=\"grpc\"") != std::string::npos ||
+                    line.find("transport=\"lane\"") != std::string::npos)
+            << line;
+      }
+    }
+    EXPECT_GT(lines, 8);
+    lane.reset();
+    EXPECT_EQ(d.Terminate(), 0);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PrometheusLabels, ClientInputNeverBecomesALabelValue) {

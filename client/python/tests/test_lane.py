@@ -65,6 +65,17 @@ def test_calls_go_through_the_lane(lane_daemon, lc, sockdir):
                                        rtol=1e-3 if dt == np.float16 else 1e-6)
             assert info["backend"] == "cpu"
     assert lane_requests(lane_daemon) == before + 6
+    # The request series say how each came (a `transport` label).
+    lane_scale = 'op="scale"', 'code="OK"', 'transport="lane"'
+    grpc_scale = 'op="scale"', 'code="OK"', 'transport="grpc"'
+    n_lane = lane_daemon.metric("kerneld_requests_total", *lane_scale)
+    n_grpc = lane_daemon.metric("kerneld_requests_total", *grpc_scale)
+    with kerneld.Client(lane_daemon.target) as g:
+        g.scale(x, factor=2.0)
+    lc.scale(x, factor=2.0)
+    lc.scale(x, factor=2.0)
+    assert lane_daemon.metric("kerneld_requests_total", *lane_scale) == n_lane + 2
+    assert lane_daemon.metric("kerneld_requests_total", *grpc_scale) == n_grpc + 1
 
 
 @needs_lane
