@@ -170,6 +170,19 @@ std::string FlagsHelp() {
                          caller is the one principal "anonymous" (any local user may list
                          and use the others' buffers)
 
+ user kernels (docs/user-kernels.md):
+  --allow_user_kernels[=ROLES]  let clients register CUDA source over AdminService (off
+                         by default); bare: admin principals only; =admin,user: users too
+  --user_kernel_visibility=V  own (default): a principal sees its own kernels; all: every
+                         principal sees every kernel (names are then unique daemon-wide)
+  --user_kernel_timeout_ms=N  a user kernel running longer fails DEADLINE_EXCEEDED and its
+                         sandbox is replaced (default 1000)
+  --user_kernel_compiles_per_minute=N  registrations one principal may compile a minute
+                         (default 30; 0: no limit)
+  --max_user_kernels=N   kernels one principal may have registered at once (default 64)
+  --user_kernel_arch=ARCH  the architecture user kernels compile for on a host without a
+                         GPU (default sm_90); with GPUs, each GPU's own
+
  runtime compilation, the nvrtc backend (docs/jit.md):
   --jit=MODE             async (default): a new specialization runs on AOT while NVRTC
                          compiles it in the background; sync: the request waits for the
@@ -428,6 +441,44 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
          cfg->rate_limit = std::strtod(v.c_str(), &end);
          return !v.empty() && *end == '\0' && cfg->rate_limit >= 0 && cfg->rate_limit <= 1e9;
        }},
+      // User kernels (docs/user-kernels.md).
+      {"allow_user_kernels",
+       [&](const std::string& v) {
+         cfg->allow_user_kernels = v == "true" ? "admin" : v == "false" ? "" : v;
+         for (size_t b = 0; b <= v.size() && v != "true" && v != "false";) {
+           size_t e = v.find(',', b);
+           if (e == std::string::npos) e = v.size();
+           const std::string role = v.substr(b, e - b);
+           if (role != "admin" && role != "user") return false;
+           b = e + 1;
+         }
+         return true;
+       }},
+      {"user_kernel_visibility",
+       [&](const std::string& v) {
+         cfg->user_kernel_visibility = v;
+         return v == "own" || v == "all";
+       }},
+      {"user_kernel_timeout_ms",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->user_kernel_timeout_ms) && cfg->user_kernel_timeout_ms >= 1 &&
+                cfg->user_kernel_timeout_ms <= 3600000;
+       }},
+      {"user_kernel_compiles_per_minute",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->user_kernel_compiles_per_minute) &&
+                cfg->user_kernel_compiles_per_minute >= 0;
+       }},
+      {"max_user_kernels",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->max_user_kernels) && cfg->max_user_kernels >= 1 &&
+                cfg->max_user_kernels <= 65536;
+       }},
+      {"user_kernel_arch",
+       [&](const std::string& v) {
+         cfg->user_kernel_arch = v;
+         return v.size() > 3 && v.compare(0, 3, "sm_") == 0;
+       }},
       // The nvrtc backend's JIT.
       {"jit",
        [&](const std::string& v) {
@@ -474,8 +525,9 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     } else if (name == "enable_cuda" || name == "enable_test_ops" ||
-               name == "allow_client_buffers" || name == "allow_insecure_remote") {
-      value = "true";  // a bare boolean flag
+               name == "allow_client_buffers" || name == "allow_insecure_remote" ||
+               name == "allow_user_kernels") {
+      value = "true";  // a bare boolean flag (--allow_user_kernels: admin)
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {

@@ -64,6 +64,14 @@ struct Config {
   int64_t quota_buffers = 0;   // buffers held
   int64_t quota_inflight = 0;  // requests in flight
   double rate_limit = 0;       // requests/s per principal (token bucket); 0: none
+  // User kernels (docs/user-kernels.md): CUDA source registered over
+  // AdminService, run in a sandbox worker process per GPU.
+  std::string allow_user_kernels;               // "": off; "admin" (a bare flag), "admin,user"
+  std::string user_kernel_visibility = "own";   // own | all: who sees a principal's kernels
+  int user_kernel_timeout_ms = 1000;            // a launch running longer: DEADLINE_EXCEEDED
+  int user_kernel_compiles_per_minute = 30;     // per principal; 0: no limit
+  int max_user_kernels = 64;                    // registered at once, per principal
+  std::string user_kernel_arch = "sm_90";       // compiled for, on a host without a GPU
   // Buffers of plaintext TCP callers without a token: "connection" (private
   // to the connection that registered them, released when it closes) or
   // "shared" (one principal, "anonymous", for every such caller).

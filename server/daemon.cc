@@ -210,6 +210,7 @@ std::string Daemon::Start() {
     buffer_service_ = std::make_unique<BufferServiceImpl>(*buffer_handlers_);
     jit_service_ = std::make_unique<JitServiceImpl>(*jit_);
   }
+  user_kernels_ = sandbox::StartUserKernels(cfg_, *devices_, sync_api);  // docs/user-kernels.md
   kserve_handlers_ = std::make_unique<kserve::KServeHandlers>(cfg_, *runner_, *metrics_,
                                                               *buffer_handlers_, *buffers_);
   if (sync_api)
@@ -282,6 +283,7 @@ std::string Daemon::Start() {
   builder.RegisterService(service_.get());
   builder.RegisterService(buffer_service_.get());
   builder.RegisterService(jit_service_.get());
+  builder.RegisterService(user_kernels_->service.get());
   builder.RegisterService(kserve_service_.get());
   if (sync_health_) builder.RegisterService(sync_health_.get());
   server_ = builder.BuildAndStart();

@@ -19,6 +19,7 @@
 #include "jit/jit_backend.h"
 #include "kserve/kserve_handlers.h"
 #include "lane/lane_server.h"
+#include "sandbox/user_kernel_setup.h"
 #include "metrics/metrics.h"
 #include "service/buffer_service.h"
 #include "service/health_service.h"
@@ -63,6 +64,9 @@ class Daemon {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<DeviceManager> devices_;
   std::unique_ptr<jit::JitBackend> jit_;  // the nvrtc impls' engine; after the workers stop
+  // User kernels and kerneld.v1.AdminService (sandbox/user_kernel_setup.h):
+  // their ops outlive every request, so they go after the server.
+  std::unique_ptr<sandbox::UserKernelServices> user_kernels_;
   std::unique_ptr<BufferRegistry> buffers_;
   std::unique_ptr<RequestLog> log_;
   std::unique_ptr<TraceWriter> trace_;

@@ -80,6 +80,15 @@ OpDef& OpDef::Bench(BenchSpec spec) {
   bench = std::move(spec);
   return *this;
 }
+OpDef& OpDef::TuneBy(std::vector<std::string> names, TuneDimsFn fn) {
+  if (names.empty() || names.size() > static_cast<size_t>(kMaxTuneDims) || !fn) {
+    std::fprintf(stderr, "kerneld: %s: TuneBy takes 1 to %d dims and a function\n", name.c_str(),
+                 kMaxTuneDims);
+    std::abort();
+  }
+  tune_dims = {std::move(names), std::move(fn)};
+  return *this;
+}
 OpDef& OpDef::Impl(std::string backend, KernelFn fn, Requirements req, int priority) {
   ImplDef impl;
   impl.backend = std::move(backend);

@@ -17,6 +17,7 @@ DeviceManager::DeviceManager(const Config& cfg) {
     w->set_adaptive_spin(std::chrono::microseconds(cfg.adaptive_spin_us));
     w->set_inline_max_bytes(cfg.inline_max_kb < 0 ? -1 : int64_t{cfg.inline_max_kb} << 10);
     w->set_inline_max_ns(int64_t{cfg.inline_max_us} * 1000);
+    w->set_priority_aging(std::chrono::milliseconds(cfg.priority_aging_ms));
   }
 }
 

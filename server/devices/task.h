@@ -44,6 +44,13 @@ struct Task {
   // runs a small request on the caller's thread (see set_inline_max_bytes).
   int64_t bytes = 0;
   int64_t scheduled_ns = 0;  // set by Submit
+  // The queue's order (scheduler/fair_queue.h): higher priority first, with
+  // aging; principals take turns within a priority.
+  int priority = 0;
+  std::string principal;
+  // The scheduler's estimate of its execution time on this device (0:
+  // unknown): the worker's pending_ns, read by placement by expected finish.
+  int64_t estimate_ns = 0;
   // Checked when the task is dequeued: a request past its deadline or whose
   // caller went away is never executed.
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();

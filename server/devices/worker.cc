@@ -31,6 +31,7 @@ bool DeviceWorker::Submit(std::unique_ptr<Task>& task) {
   if (adaptive_spin_ns_.load(std::memory_order_relaxed) > 0)
     last_submit_ns_.store(NowNs(), std::memory_order_relaxed);
   bool run_here = false;
+  const int64_t estimate_ns = task->estimate_ns;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
@@ -48,10 +49,13 @@ bool DeviceWorker::Submit(std::unique_ptr<Task>& task) {
     } else {
       if (static_cast<int>(queue_.size()) >= capacity_) return false;
       task->scheduled_ns = scheduled_ns;
-      queue_.push_back(std::move(task));
+      const int priority = task->priority;
+      const std::string principal = task->principal;
+      queue_.Push(std::move(task), priority, principal, NowNs());
       depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
     }
   }
+  if (estimate_ns > 0) pending_ns_.fetch_add(estimate_ns, std::memory_order_relaxed);
   if (run_here) {
     task->scheduled_ns = scheduled_ns;
     RunInline(std::move(task));
@@ -125,8 +129,7 @@ void DeviceWorker::Loop() {
       return (stopping_ && queue_.empty()) || (!queue_.empty() && running_ < threads_);
     });
     if (queue_.empty()) return;  // stopping and drained
-    std::unique_ptr<Task> task = std::move(queue_.front());
-    queue_.pop_front();
+    std::unique_ptr<Task> task = queue_.Pop(NowNs());
     depth_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
     ++running_;
     const OpDef* op = task->call.op;
@@ -183,6 +186,7 @@ int64_t DeviceWorker::RunOne(std::unique_ptr<Task> task) {
     inflight_.fetch_sub(1, std::memory_order_relaxed);
   }
   const int64_t execute_ns = timing.executed ? timing.execute_ns : -1;
+  if (task->estimate_ns > 0) pending_ns_.fetch_sub(task->estimate_ns, std::memory_order_relaxed);
   task->done(st, timing);
   return execute_ns;
 }

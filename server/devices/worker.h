@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "devices/task.h"
+#include "scheduler/fair_queue.h"
 
 namespace kerneld::server {
 
@@ -36,6 +37,14 @@ class DeviceWorker {
   // RESOURCE_EXHAUSTED / UNAVAILABLE.
   bool Submit(std::unique_ptr<Task>& task);
   int queue_depth() const { return depth_.load(std::memory_order_relaxed); }
+  // The estimates (Task::estimate_ns) of the tasks queued or running here.
+  int64_t pending_ns() const { return pending_ns_.load(std::memory_order_relaxed); }
+  // Device memory free, as last published (set_free_memory); -1 unknown.
+  int64_t free_memory() const { return free_memory_.load(std::memory_order_relaxed); }
+  void set_free_memory(int64_t bytes) { free_memory_.store(bytes, std::memory_order_relaxed); }
+  // A waiting task gains one priority level per `ns` waited (FairQueue).
+  // Set before the first Submit.
+  void set_priority_aging(std::chrono::nanoseconds ns) { queue_.set_aging_ns(ns.count()); }
   int inflight() const { return inflight_.load(std::memory_order_relaxed); }
   int capacity() const { return capacity_; }
   int threads() const { return threads_; }  // requests it runs at once
@@ -98,7 +107,7 @@ class DeviceWorker {
   int capacity_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<Task>> queue_;
+  FairQueue<std::unique_ptr<Task>> queue_;  // guarded by mu_
   bool stopping_ = false;
   int running_ = 0;  // tasks executing (pool and inline), at most threads_
   std::atomic<int> depth_{0};
@@ -107,6 +116,8 @@ class DeviceWorker {
   // steady_clock ns of the last Submit, for the adaptive spin.
   std::atomic<int64_t> last_submit_ns_{0};
   std::atomic<int> inflight_{0};
+  std::atomic<int64_t> pending_ns_{0};
+  std::atomic<int64_t> free_memory_{-1};
   int64_t inline_max_bytes_ = -1;
   int64_t inline_max_ns_ = 100'000;
   // Per-op moving average of execute_ns on this device; guarded by mu_,

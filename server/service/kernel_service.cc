@@ -9,6 +9,7 @@
 #include "service/library_log.h"
 #include "service/raw_unary.h"
 #include "service/tensor_codec.h"
+#include "sandbox/user_kernels.h"
 
 namespace kerneld::server {
 
@@ -135,10 +136,14 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KernelServiceImpl::
 
 namespace {
 
-grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
+grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner, const Principal& who,
                              const v1::ListKernelsRequest& req, v1::ListKernelsResponse* resp) {
   bool found = false;
-  for (const OpDef* op : OpRegistry::Global().List()) {
+  // The built-ins, then the user kernels the caller sees (sandbox/user_kernels.h).
+  std::vector<const OpDef*> ops = OpRegistry::Global().List();
+  if (const auto* user = sandbox::UserKernels())
+    for (const OpDef* op : user->Visible(who)) ops.push_back(op);
+  for (const OpDef* op : ops) {
     if (!req.name().empty() && req.name() != op->name) continue;
     if (op->test_only() && !cfg.enable_test_ops) continue;
     found = true;
@@ -199,11 +204,12 @@ grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner,
 grpc::Status AnswerListKernels(const grpc::ServerContextBase& ctx, const Config& cfg,
                                const RequestRunner& runner, const grpc::ByteBuffer& in,
                                grpc::ByteBuffer* out) {
-  if (Status st = Authenticate(ctx); !st.ok()) return ToGrpc(st);
+  Identity who;  // ListKernels shows the user kernels the caller sees
+  if (Status st = AdmitCall(ctx, &who); !st.ok()) return ToGrpc(st);
   v1::ListKernelsRequest req;
   if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
   v1::ListKernelsResponse resp;
-  if (grpc::Status st = DescribeKernels(cfg, runner, req, &resp); !st.ok()) return st;
+  if (grpc::Status st = DescribeKernels(cfg, runner, who.principal, req, &resp); !st.ok()) return st;
   return SerializeRawMessage(resp, out);
 }
 

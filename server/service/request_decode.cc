@@ -7,6 +7,7 @@
 #include "absl/container/inlined_vector.h"
 #include "kerneld/check.h"
 #include "kerneld/size.h"
+#include "sandbox/user_kernels.h"
 #include "service/tensor_codec.h"
 
 namespace kerneld::server {
@@ -43,9 +44,12 @@ bool InBuffer(const v1::ExecuteRequest& req, const OutputDef& od) {
 }
 
 // The op `req` names, among those this server serves.
-Status FindOp(const v1::ExecuteRequest& req, bool test_ops, const OpDef** found) {
+Status FindOp(const v1::ExecuteRequest& req, bool test_ops, const Principal& who,
+              const OpDef** found) {
   const OpDef* op = OpRegistry::Global().Find(req.op());
   if (op != nullptr && op->test_only() && !test_ops) op = nullptr;
+  if (op == nullptr)  // a user kernel the caller sees (sandbox/user_kernels.h)
+    if (const auto* user = sandbox::UserKernels()) op = user->Find(who, req.op());
   if (op != nullptr) {
     *found = op;
     return Status::Ok();
@@ -273,7 +277,7 @@ Status DecodeRequest(const v1::ExecuteRequest& req, v1::ExecuteResponse* resp,
                      const DecodeOptions& opt, BufferRegistry* reg, const Principal& who,
                      DecodedRequest* d) {
   const OpDef* op = nullptr;
-  KERNELD_RETURN_IF_ERROR(FindOp(req, opt.test_ops, &op));
+  KERNELD_RETURN_IF_ERROR(FindOp(req, opt.test_ops, who, &op));
   d->call.op = op;  // from here on, errors are counted under the op's name
   KERNELD_RETURN_IF_ERROR(DecodeAttrs(req, *op, &d->call));
   KERNELD_RETURN_IF_ERROR(DecodeInputs(req, reg, who, d));

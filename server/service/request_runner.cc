@@ -13,6 +13,7 @@
 #include "service/request_decode.h"
 #include "service/start_status.h"
 #include "service/tensor_codec.h"
+#include "scheduler/tuning_setup.h"
 
 namespace kerneld::server {
 
@@ -69,13 +70,14 @@ struct RequestRunner::Call {
   Transport transport = Transport::kGrpc;
   Principal principal;  // for the log and the trace; never a metric label
   std::shared_ptr<std::atomic<int64_t>> principal_inflight;
+  TuningTicket ticket;  // the scheduler's decision, given back with the run's time
 };
 
 RequestRunner::RequestRunner(const Config& cfg, DeviceManager& devices, Metrics& metrics,
                              BufferRegistry* buffers, RequestLog* log, TraceWriter* trace)
     : cfg_(cfg),
       devices_(devices),
-      scheduler_(devices),
+      scheduler_(devices, TuningOptionsFrom(cfg)),
       metrics_(metrics),
       buffers_(buffers),
       log_(log),
@@ -236,6 +238,7 @@ bool RequestRunner::Place(Call& c, Placement* place) {
     }
   }
   c.target = &TargetFor(op, *place->impl, *place->worker);
+  c.ticket = place->ticket;
   return true;
 }
 
@@ -253,6 +256,9 @@ void RequestRunner::Submit(const std::shared_ptr<Call>& call, const Placement& p
                                      d.bytes_out_buffer);
   task->deadline = ctl.deadline;
   task->cancelled = std::move(ctl.cancelled);
+  task->priority = c.req.priority();
+  task->principal = c.principal;
+  task->estimate_ns = place.estimate_ns;
   const OpDef& op = *task->call.op;
   // Level 3 writes the request before it runs: a crash still names it. The
   // record reads the task's own views, which outlive its done.
@@ -289,6 +295,7 @@ void RequestRunner::Complete(Call& k, Status st, const TaskTiming& timing) {
   // A client that shrank its shared memory while the kernel ran got zeros
   // mapped under it (buffers/shm_source.cc): the result is not to be trusted.
   if (st.ok()) st = CheckPinsAfterUse(k.d.pins);
+  if (st.ok() && timing.executed) scheduler_.Record(k.ticket, timing.execute_ns);
   Metrics::Series* series = target.series[static_cast<size_t>(k.transport)];
   SetExecutionInfo(series->backend, target.device_id, timing, k.resp->mutable_info());
   if (!st.ok()) k.resp->clear_outputs();

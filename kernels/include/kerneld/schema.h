@@ -65,6 +65,18 @@ struct OutputDef {
   std::string doc;
 };
 
+// An op's structural dimensions for the scheduler's tuning buckets
+// (server/scheduler/shape_bucket.h): their names, and how to read them from
+// a validated request (fills dims[0 .. names.size())). Each is bucketed to
+// the next power of two. Optional: an op that declares none is bucketed by
+// its inputs' total element count.
+inline constexpr int kMaxTuneDims = 6;
+using TuneDimsFn = std::function<void(const KernelContext& ctx, int64_t* dims)>;
+struct TuneDims {
+  std::vector<std::string> names;  // "M", "N", "K"; at most kMaxTuneDims
+  TuneDimsFn of;
+};
+
 using CheckFn = std::function<Status(const OpDef&, const std::vector<TensorView>& inputs,
                                      const AttrMap& attrs, ShapeBindings* bind)>;
 
@@ -86,6 +98,7 @@ struct OpDef {
   std::vector<std::pair<std::string, std::string>> same_dtype;  // input pairs
   ReferenceFn reference;                                        // empty: no deterministic reference
   BenchSpec bench;  // bench.shapes empty: kernel_bench skips the op
+  TuneDims tune_dims;  // names empty: tuning buckets by element count
 
   explicit OpDef(std::string n) : name(std::move(n)) {}
 
@@ -114,6 +127,9 @@ struct OpDef {
   OpDef& Check(CheckFn fn);
   OpDef& Reference(ReferenceFn fn);
   OpDef& Bench(BenchSpec spec);
+  // The dims the scheduler's tuner buckets this op by (TuneDims). Aborts
+  // on more than kMaxTuneDims names.
+  OpDef& TuneBy(std::vector<std::string> names, TuneDimsFn fn);
   OpDef& Impl(std::string backend, KernelFn fn, Requirements req = Requirements::Cpu(),
               int priority = kPriorityFallback);
 

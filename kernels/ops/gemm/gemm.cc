@@ -73,6 +73,17 @@ KERNELD_OP(gemm) {
       .AttrWithDefault("transpose_b", AttrType::kBool, false, "b is [N, K]")
       .AttrWithDefault("alpha", AttrType::kFloat, 1.0, "scales the product");
   op.Reference(GemmReference);
+  // The tuner's buckets: which kernel wins depends on M, N, K and b's
+  // layout (the decode kernel against cuBLASLt, measured per shape).
+  op.TuneBy({"M", "N", "K", "transpose_b"}, [](const KernelContext& ctx, int64_t* d) {
+    const bool tb = TransposeB(ctx.attrs);
+    const Shape& a = ctx.inputs[0].shape;
+    const Shape& b = ctx.inputs[1].shape;
+    d[0] = a.size() == 2 ? a[0] : 0;
+    d[1] = b.size() == 2 ? b[tb ? 0 : 1] : 0;
+    d[2] = a.size() == 2 ? a[1] : 0;
+    d[3] = tb ? 1 : 0;
+  });
   return op;
 }
 
