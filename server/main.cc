@@ -15,6 +15,7 @@
 #include "jit/jit_setup.h"
 #include "metrics/daemon_log.h"
 #include "metrics/grpc_log.h"
+#include "sandbox/supervisor.h"
 
 namespace {
 
@@ -35,6 +36,9 @@ void TuneMalloc() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The user kernels' sandbox worker is this binary too (sandbox/supervisor.h).
+  if (argc > 1 && std::string(argv[1]) == "--sandbox-worker")
+    return kerneld::server::sandbox::SandboxWorkerMain(argc, argv);
   TuneMalloc();
   using kerneld::server::Config;
   using kerneld::server::DaemonLog;
