@@ -19,6 +19,9 @@
 #include <cstdint>
 
 #include "common/cuda/vec.cuh"
+#ifndef __CUDACC_RTC__
+#include "common/attention/plan.h"  // HeadsPerBlock
+#endif
 
 namespace kerneld::cuda::attention {
 
@@ -268,14 +271,6 @@ __global__ void __launch_bounds__(D) AttendMergeKernel(AttendParams p) {
 }
 
 #ifndef __CUDACC_RTC__
-
-// G: the widest of 8, 4, 2, 1 that divides the group (a block's heads
-// share one kv head).
-inline int HeadsPerBlock(int group) {
-  for (int g : {8, 4, 2})
-    if (group % g == 0) return g;
-  return 1;
-}
 
 // Chunks of each row's keys: enough blocks for two waves of the device,
 // no chunk under 256 keys on average (the merge would cost more).

@@ -1,7 +1,11 @@
-// The binding of the three attention ops to common/attention/attend.cuh:
-// the problem from the context, the chunk count, the scratch, the index
-// check, the launch, the flag. Each op's cuda.cu is one call here
-// (RunPagedAttend for decode and paged prefill, RunRaggedAttend).
+// The binding of the three attention ops to common/attention/attend.cuh
+// and, for the prefills, prefill_mma.cuh: the problem from the context,
+// the kernel (the tiled tensor-core prefill where PrefillMmaTakes, else
+// the row kernel with its chunk count), the scratch, the index check, the
+// launch, the flag. Decode and the paged prefill are one call here
+// (RunPagedAttend); the ragged prefill's cuda.cu fills its own problem.
+// Everything is a template, instantiated only by the op that calls it:
+// kPrefill keeps the tiled kernel out of decode's translation unit.
 #pragma once
 
 #include <functional>
@@ -10,27 +14,51 @@
 
 #include "common/attention/attend.cuh"
 #include "common/attention/cuda_binding.cuh"
+#include "common/attention/prefill_mma.cuh"
 #include "common/cuda/dispatch.cuh"
 
 namespace kerneld::cuda::attention {
 
+// The tiled prefill's launch for RunAttend<true>; none for decode (whose
+// translation unit then compiles no tiled kernel).
+template <bool kPrefill>
+struct TiledPrefill {
+  template <typename T>
+  static cudaError_t Launch(const AttendParams&, int, int64_t*, cudaStream_t) {
+    return cudaErrorInvalidValue;
+  }
+};
+template <>
+struct TiledPrefill<true> {
+  template <typename T>
+  static cudaError_t Launch(const AttendParams& p, int d, int64_t* tiles, cudaStream_t s) {
+    if (d == 64) return PrefillMma<T, 64>(p, tiles, s);
+    if (d == 128) return PrefillMma<T, 128>(p, tiles, s);
+    return cudaErrorInvalidValue;
+  }
+};
+
 // p: everything but chunks, err and the workspace; avg_keys: an estimate
 // of a request's keys (the host cannot read kv_len) for the split.
-inline Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams c,
-                        int64_t avg_keys, const std::function<Status()>& host_check) {
+template <bool kPrefill>
+Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams c,
+                 int64_t avg_keys, const std::function<Status()>& host_check) {
   cudaStream_t s = StreamOf(ctx);
   const TensorView& q = ctx.input("q");
   const int d = static_cast<int>(q.dim(2));
   p.scale = ::kerneld::attention::SmScale(ctx.attr_f("sm_scale"), d);
   p.cap = static_cast<float>(ctx.attr_f("logits_soft_cap"));
   p.causal = ctx.op->FindAttr("causal") != nullptr && ctx.attr_b("causal");
-  p.chunks = ChunksFor(p.rows, p.hq / HeadsPerBlock(p.group), avg_keys, ctx.device.sm_count);
+  const bool tiled = kPrefill && PrefillMmaTakes(p, d);
+  p.chunks =
+      tiled ? 1 : ChunksFor(p.rows, p.hq / HeadsPerBlock(p.group), avg_keys, ctx.device.sm_count);
   Scratch scratch(op, s);
-  const size_t ws = AttendWorkspaceBytes(p.chunks, p.rows, p.hq, d);
+  const size_t ws =
+      tiled ? PrefillMmaWorkspaceBytes(p.batch) : AttendWorkspaceBytes(p.chunks, p.rows, p.hq, d);
   KERNELD_RETURN_IF_ERROR(scratch.Allocate(ws));
   c.err = scratch.err();
   p.err = scratch.err();
-  if (ws > 0) {
+  if (ws > 0 && !tiled) {
     p.part_o = scratch.workspace();
     p.part_lse = p.part_o + int64_t{p.chunks} * p.rows * p.hq * d;
   }
@@ -41,6 +69,10 @@ inline Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, Chec
       return InvalidArgument(std::string(op) + ": the cuda impl has no float32 kernel");
     } else {
       cudaError_t e = cudaErrorInvalidValue;
+      if (tiled)
+        return CudaStatus(TiledPrefill<kPrefill>::template Launch<T>(
+                              p, d, reinterpret_cast<int64_t*>(scratch.workspace()), s),
+                          op);
       if (d == 64) e = Attend<T, 64>(p, s);
       if (d == 128) e = Attend<T, 128>(p, s);
       if (d == 256) e = Attend<T, 256>(p, s);
@@ -76,12 +108,13 @@ inline Status HostCheckQo(const char* op, const KernelContext& ctx, int64_t batc
 }
 
 // Attention over the paged cache of ctx: batch_decode_paged (one query row
-// per request) or, with `prefill`, batch_prefill_paged (qo_indptr's rows).
-inline Status RunPagedAttend(KernelContext& ctx, const char* op, bool prefill) {
+// per request) or, with kPrefill, batch_prefill_paged (qo_indptr's rows).
+template <bool kPrefill>
+Status RunPagedAttend(KernelContext& ctx, const char* op) {
   const TensorView& kc = ctx.input("k_cache");
   CheckParams c = PagedCheck(ctx);
   AttendParams p = QueryParams(ctx, kc, ctx.input("v_cache"), kc.dim(2));
-  if (prefill) {
+  if constexpr (kPrefill) {
     c.qo_indptr = ctx.input("qo_indptr").ptr<int32_t>();
     c.qo_total = p.rows;
     p.qo_indptr = c.qo_indptr;
@@ -90,36 +123,11 @@ inline Status RunPagedAttend(KernelContext& ctx, const char* op, bool prefill) {
           c.kv_total,  c.max_pages,  static_cast<int>(c.page_size)};
   p.batch = c.batch;
   const int64_t avg = c.batch > 0 ? c.kv_total * c.page_size / c.batch : 0;
-  return RunAttend(ctx, op, p, c, avg, [&]() -> Status {
-    if (prefill) KERNELD_RETURN_IF_ERROR(HostCheckQo(op, ctx, c.batch));
+  return RunAttend<kPrefill>(ctx, op, p, c, avg, [&]() -> Status {
+    if constexpr (kPrefill) KERNELD_RETURN_IF_ERROR(HostCheckQo(op, ctx, c.batch));
     ::kerneld::attention::PagedIndex idx;
     std::vector<std::vector<int32_t>> keep;
     return HostCheckPaged(op, ctx, &idx, &keep);
-  });
-}
-
-// batch_prefill_ragged: each request's rows of q over its rows of k / v.
-inline Status RunRaggedAttend(KernelContext& ctx, const char* op) {
-  const TensorView& k = ctx.input("k");
-  const int batch = static_cast<int>(ctx.input("qo_indptr").dim(0) - 1);
-  AttendParams p = QueryParams(ctx, k, ctx.input("v"), k.dim(1));
-  CheckParams c;
-  c.batch = batch;
-  c.kv_indptr = ctx.input("kv_indptr").ptr<int32_t>();
-  c.kv_exact = true;
-  c.kv_total = k.dim(0);
-  c.qo_indptr = ctx.input("qo_indptr").ptr<int32_t>();
-  c.qo_total = p.rows;
-  p.kv.indptr = c.kv_indptr;
-  p.kv.nnz = k.dim(0);
-  p.qo_indptr = c.qo_indptr;
-  p.batch = batch;
-  const int64_t avg = batch > 0 ? k.dim(0) / batch : 0;
-  return RunAttend(ctx, op, p, c, avg, [&]() -> Status {
-    KERNELD_RETURN_IF_ERROR(HostCheckQo(op, ctx, batch));
-    const std::vector<int32_t> kv = HostInts(ctx.input("kv_indptr"));
-    return ::kerneld::attention::CheckIndptr(op, "kv_indptr", kv.data(), batch, k.dim(0),
-                                             "rows of 'k'", true);
   });
 }
 

@@ -2,12 +2,20 @@
 // dtype's tolerance; lse within 1e-4, the kernels' fast exp/log) and the
 // CPU: decode over GQA groups 1, 4, 8 and MQA, head_dim 64 / 128 / 256,
 // page tails and empty caches, long caches that take the split-KV path;
-// prefill paged and ragged, causal or not; merge_state; the append then a
-// decode of what it wrote; and every hostile index refused with the CPU's
-// exact message. Run it under compute-sanitizer to see that a hostile
-// index reads nothing out of bounds.
+// prefill paged and ragged, causal or not, through both prefill kernels
+// (the tiled tensor-core one, prefill_mma.cuh, and the row kernel; plan.h
+// says which takes a case, and each case asserts it): tails around the
+// tile sizes, every head packing, queries past the keys, page sizes 1 and
+// 3, soft cap, views off 256-byte boundaries; merge_state; the append then
+// a decode of what it wrote; and every hostile index refused with the
+// CPU's exact message, on both prefill kernels. Run it under
+// compute-sanitizer to see that a hostile index reads nothing out of
+// bounds.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
+#include "common/attention/plan.h"
 #include "gpu_util.h"
 #include "ops/batch_decode_paged/attention_cases.h"
 
@@ -33,15 +41,15 @@ void ExpectClose(const std::string& op, const HostTensors& in, const AttrMap& at
 }
 
 // The paged prefill and the ragged one over the same keys, each against
-// its reference.
-void ExpectPrefill(const AttnCase& c, const AttrMap& attrs) {
+// its reference (views `misalign` bytes off 256-byte boundaries).
+void ExpectPrefill(const AttnCase& c, const AttrMap& attrs, size_t misalign = 0) {
   SCOPED_TRACE(c.Name() + (AttrOr(attrs, "causal", false) ? " causal" : ""));
   HostTensors ragged;
   const HostTensors paged = MakePaged(c, &ragged);
-  OpRun p = RunOnCuda("batch_prefill_paged", paged, attrs);
+  OpRun p = RunOnCuda("batch_prefill_paged", paged, attrs, "cuda", "", misalign);
   ASSERT_TRUE(p.status.ok()) << p.status.ToString();
   ExpectClose("batch_prefill_paged", paged, attrs, p.outputs);
-  OpRun r = RunOnCuda("batch_prefill_ragged", ragged, attrs);
+  OpRun r = RunOnCuda("batch_prefill_ragged", ragged, attrs, "cuda", "", misalign);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ExpectClose("batch_prefill_ragged", ragged, attrs, r.outputs);
 }
@@ -89,6 +97,56 @@ TEST(AttentionGpu, PrefillPagedAndRagged) {
     for (bool causal : {false, true}) ExpectPrefill(c, {{"causal", causal}});
 }
 
+// Whether c's prefills take the tiled kernel (plan.h; its keys are far
+// fewer than 2^31).
+bool Tiled(const AttnCase& c) {
+  const int64_t rows = std::accumulate(c.qo_lens.begin(), c.qo_lens.end(), int64_t{0});
+  return cuda::attention::TiledPrefillTakes(rows, static_cast<int64_t>(c.qo_lens.size()),
+                                            static_cast<int>(c.hq), static_cast<int>(c.hq / c.hkv),
+                                            static_cast<int>(c.d), 0);
+}
+
+// Query rows around a tiled block's 64, 32, 16 and 8 rows (one query head
+// packed, 2, 4, 8), over caches shorter, equal and longer, with key
+// tiles' tails; every head packing (groups 1, 4, 8, MQA and 3).
+TEST(AttentionGpu, PrefillTiledTailsPackingsAndMasks) {
+  AttnCase base;
+  base.kv_lens = {1, 15, 17, 0, 64, 200, 63, 130, 9};
+  base.qo_lens = {1, 15, 16, 17, 63, 64, 65, 130, 33};
+  for (const AttnCase& c : HeadSweep(base, Half16(), {{8, 8}, {16, 4}, {16, 2}, {8, 1}, {6, 2}})) {
+    if (c.d == 256) continue;  // the row kernel's (PrefillPagedAndRagged)
+    ASSERT_TRUE(Tiled(c)) << c.Name();
+    for (bool causal : {false, true}) ExpectPrefill(c, {{"causal", causal}});
+  }
+}
+
+// Many key tiles: a prefill extending a cache, one from scratch, queries
+// past the keys (causal rows that see nothing); pages of 1 and 3 keys;
+// soft cap and a scale; views 16 bytes off 256-byte boundaries.
+TEST(AttentionGpu, PrefillTiledLongCachesPagesAndAttrs) {
+  for (DType dt : Half16())
+    for (int64_t d : {64, 128}) {
+      AttnCase c = Shaped(dt, 8, 2, d, {400, 160, 40}, {256, 160, 129});
+      ASSERT_TRUE(Tiled(c));
+      ExpectPrefill(c, {{"causal", true}});
+      ExpectPrefill(c, {{"causal", false}, {"logits_soft_cap", 30.0}, {"sm_scale", 0.05}});
+      c.page_size = 1;
+      ExpectPrefill(c, {{"causal", true}}, /*misalign=*/16);
+      c.page_size = 3;
+      c.kv_lens = {0, 300, 77};
+      ExpectPrefill(c, {{"causal", true}, {"logits_soft_cap", 5.0}});
+    }
+}
+
+// Short requests (decode-like) and head_dim 256 stay on the row kernel.
+TEST(AttentionGpu, PrefillRowKernelForShortRequests) {
+  for (DType dt : Half16()) {
+    const AttnCase c = Shaped(dt, 16, 4, 128, {40, 17, 5, 70}, {2, 3, 1, 15});
+    ASSERT_FALSE(Tiled(c));
+    ExpectPrefill(c, {{"causal", true}});
+  }
+}
+
 TEST(AttentionGpu, DecodeMatchesPrefillWithOneRow) {
   auto [d, p] =
       DecodeAndOneRowPrefill(Shaped(DType::kBFloat16, 32, 8, 128, {5, 16, 0, 1000}, {1, 1, 1, 1}),
@@ -131,6 +189,28 @@ TEST(AttentionGpu, HostileIndicesRefusedAsOnTheCpu) {
       EXPECT_EQ(g.status.code(), StatusCode::kInvalidArgument);
       EXPECT_EQ(g.status.message(), e.message);
     }
+}
+
+// The same cache edits on a prefill long enough for the tiled kernel (and
+// its qo_indptr edited): refused as on the CPU.
+TEST(AttentionGpu, HostileIndicesRefusedByTheTiledPrefill) {
+  AttnCase c = HostileCase();
+  c.qo_lens = {40, 30, 20};
+  ASSERT_TRUE(Tiled(c));
+  const HostTensors good = MakePaged(c);
+  std::vector<HostileEdit> edits = PagedHostileEdits("batch_prefill_paged");
+  edits.push_back({"qo beyond q", "qo_indptr", 2, 91, ""});
+  edits.push_back({"qo decreasing", "qo_indptr", 2, 10, ""});
+  edits.push_back({"qo start", "qo_indptr", 0, 5, ""});
+  for (const HostileEdit& e : edits) {
+    SCOPED_TRACE(e.what);
+    const HostTensors in = Edited(good, e);
+    OpRun g = RunOnCuda("batch_prefill_paged", in, {{"causal", true}});
+    OpRun h = RunOnCpu("batch_prefill_paged", in, {{"causal", true}});
+    EXPECT_EQ(g.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(h.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(g.status.message(), h.status.message());
+  }
 }
 
 }  // namespace

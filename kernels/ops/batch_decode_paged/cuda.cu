@@ -9,7 +9,7 @@ namespace kerneld::cuda {
 namespace {
 
 Status BatchDecodePaged(KernelContext& ctx) {
-  return attention::RunPagedAttend(ctx, "batch_decode_paged", /*prefill=*/false);
+  return attention::RunPagedAttend</*kPrefill=*/false>(ctx, "batch_decode_paged");
 }
 
 }  // namespace

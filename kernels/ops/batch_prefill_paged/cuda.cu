@@ -1,5 +1,7 @@
-// batch_prefill_paged, CUDA binding: the shared attention kernel
-// (common/attention/attend.cuh), a block per query row and head group.
+// batch_prefill_paged, CUDA binding: the shared attention kernels
+// (common/attention/attend_binding.cuh): the tiled tensor-core prefill
+// (prefill_mma.cuh) where it takes the request, else a block per query row
+// and head group (attend.cuh).
 #include "common/attention/attend_binding.cuh"
 #include "kerneld/op.h"
 
@@ -8,7 +10,7 @@ namespace kerneld::cuda {
 namespace {
 
 Status BatchPrefillPaged(KernelContext& ctx) {
-  return attention::RunPagedAttend(ctx, "batch_prefill_paged", /*prefill=*/true);
+  return attention::RunPagedAttend</*kPrefill=*/true>(ctx, "batch_prefill_paged");
 }
 
 }  // namespace
