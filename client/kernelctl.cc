@@ -58,6 +58,7 @@ struct RequestFlags {
   std::string dtype = "float32", shape = "1024", backend, device, via = "inline";
   std::vector<std::string> inputs, attrs;
   int gpu = 0;
+  int priority = 0;  // ExecuteRequest.priority
   uint64_t seed = 1;
   CLI::Option *dtype_opt = nullptr, *gpu_opt = nullptr;
 };
@@ -180,6 +181,9 @@ void AddRequestFlags(CLI::App* sub, RequestFlags* f) {
       ->type_name("BACKEND");
   sub->add_option("--device", f->device, "scheduler hint: the device (cpu, cuda:0, ...)")
       ->type_name("DEVICE");
+  sub->add_option("--priority", f->priority,
+                  "the request's priority: higher runs first on a busy device (default 0)")
+      ->type_name("N");
   sub->add_option("--via", f->via,
                   "how tensors travel: inline, shm (POSIX shared memory), ipc (client "
                   "cudaMalloc + CUDA IPC), server-buffer (AllocateBuffer); buffer modes pass "
@@ -273,6 +277,16 @@ int List(KernelClient& c, const std::string& name) {
       std::printf("\n");
       if (!im.priority_note().empty()) std::printf("    %s\n", im.priority_note().c_str());
     }
+    // The scheduler's measurements (docs/architecture.md, "Online tuning").
+    for (const auto& b : k.tuning()) {
+      std::printf("  tuned %s %s on %s: %s (", b.dtypes().c_str(), b.bucket().c_str(),
+                  b.device_model().c_str(), b.chosen().empty() ? "-" : b.chosen().c_str());
+      for (int i = 0; i < b.times_size(); ++i)
+        std::printf("%s%s %.1f us x%lld", i ? ", " : "", b.times(i).backend().c_str(),
+                    static_cast<double>(b.times(i).median_ns()) * 1e-3,
+                    static_cast<long long>(b.times(i).runs()));
+      std::printf(")\n");
+    }
   }
   return 0;
 }
@@ -309,6 +323,7 @@ int PrepareRequest(KernelClient& c, const std::string& op, const RequestFlags& f
   }
   req.set_op(op);
   req.set_backend(f.backend);
+  req.set_priority(f.priority);
   req.set_device(f.device);
   kerneld::AttrMap& attrs = p->attrs;
   for (const auto& kv : f.attrs) {

@@ -199,6 +199,23 @@ std::string FlagsHelp() {
                          and exit: no GPU needed (a container image's warmed cache)
   --jit_precompile_sms=N the SM count the launch plans assume there (H100 SXM: 132;
                          default 0: unknown, the plans' GPU-independent choices)
+
+ scheduling (docs/architecture.md, "Scheduling"):
+  --tuning=MODE          how an op's implementation is chosen per shape bucket: frozen
+                         (default): by the measurements in --tuning_file, never exploring
+                         (a bucket it lacks ranks by static priority); online: a new
+                         bucket tries each eligible implementation --tuning_explore_runs
+                         times, then runs the fastest and re-checks now and then; off:
+                         static priority only
+  --tuning_file=PATH     the tuning table: loaded at start when its stamp (kerneld version,
+                         devices, driver, CUDA) matches, else ignored with a log line;
+                         written at exit (online) and by kernelctl tune
+  --tuning_explore_runs=N  runs of each implementation in a new bucket (3)
+  --tuning_recheck_every=N a settled bucket times one other implementation once per N
+                         requests (1000; 0: never)
+  --tuning_max_buckets=N buckets the table holds; past it new buckets rank statically (4096)
+  --priority_aging_ms=N  a queued request gains one priority level per N ms waited, so low
+                         priority never starves (10)
 )";
 }
 
@@ -504,6 +521,35 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
        [&](const std::string& v) {
          cfg->jit_precompile_arch = v;
          return v.size() > 3 && v.compare(0, 3, "sm_") == 0;
+       }},
+      {"tuning",
+       [&](const std::string& v) {
+         cfg->tuning = v;
+         return v == "online" || v == "frozen" || v == "off";
+       }},
+      {"tuning_file",
+       [&](const std::string& v) {
+         cfg->tuning_file = v;
+         return !v.empty();
+       }},
+      {"tuning_explore_runs",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->tuning_explore_runs) && cfg->tuning_explore_runs >= 1 &&
+                cfg->tuning_explore_runs <= 1000;
+       }},
+      {"tuning_recheck_every",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->tuning_recheck_every) && cfg->tuning_recheck_every >= 0;
+       }},
+      {"tuning_max_buckets",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->tuning_max_buckets) && cfg->tuning_max_buckets >= 0 &&
+                cfg->tuning_max_buckets <= (1 << 24);
+       }},
+      {"priority_aging_ms",
+       [&](const std::string& v) {
+         return ParseInt(v, &cfg->priority_aging_ms) && cfg->priority_aging_ms >= 1 &&
+                cfg->priority_aging_ms <= 3600000;
        }},
       {"jit_precompile_sms",
        [&](const std::string& v) {

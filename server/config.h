@@ -85,6 +85,14 @@ struct Config {
   // and exit, without a GPU (jit/jit_setup.h, PrecompileJit).
   std::string jit_precompile_arch;
   int jit_precompile_sms = 0;  // the SM count the plans assume (0: unknown)
+  // The scheduler (docs/architecture.md, "Scheduling"): implementations
+  // ranked by measured latency per shape bucket, and request priorities.
+  std::string tuning = "frozen";  // online | frozen | off
+  std::string tuning_file;        // the table: loaded at start, written at exit ("": none)
+  int tuning_explore_runs = 3;    // runs of each eligible impl in a new bucket (online)
+  int tuning_recheck_every = 1000;  // a settled bucket re-times another impl once per N
+  int tuning_max_buckets = 4096;    // buckets the table holds; new ones past it rank statically
+  int priority_aging_ms = 10;       // a waiting request gains one priority level per this
 };
 
 // The quotas a daemon gets when no flag names them: a quarter of the host's

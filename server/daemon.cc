@@ -21,6 +21,8 @@
 #include "auth/tls.h"
 #include "jit/jit_setup.h"
 #include "metrics/daemon_log.h"
+#include "scheduler/tuning_metrics.h"
+#include "scheduler/tuning_setup.h"
 #include "kserve/kserve_service.h"
 #include "service/jit_service.h"
 #include "service/sync_service.h"
@@ -191,6 +193,9 @@ std::string Daemon::Start() {
   SetStreamRegistry(streams_.get());
   runner_ = std::make_unique<RequestRunner>(cfg_, *devices_, *metrics_, buffers_.get(), log_.get(),
                                             trace_.get());
+  if (std::string err = LoadTuning(cfg_, *devices_, &runner_->scheduler().tuning()); !err.empty())
+    return err;
+  PublishTuningTable(&runner_->scheduler().tuning());  // kerneld_tuning_*
   graphs_ = std::make_unique<GraphRunner>(cfg_, runner_->devices(), runner_->scheduler(), *metrics_,
                                           buffers_.get());
   SetGraphRunner(graphs_.get());
@@ -415,6 +420,9 @@ void Daemon::Shutdown() {
 void Daemon::Wait() {
   if (server_) server_->Wait();
   if (devices_) devices_->StopAll();
+  // Every run is recorded once the workers are stopped.
+  if (runner_ && devices_) SaveTuning(cfg_, *devices_, runner_->scheduler().tuning());
+  PublishTuningTable(nullptr);
 }
 
 }  // namespace kerneld::server

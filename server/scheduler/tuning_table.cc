@@ -172,25 +172,36 @@ Decision TuningTable::Take(BucketEntry* e, absl::Span<const ImplDef* const> c,
 
 void TuningTable::Record(const TuningTicket& t, int64_t ns) {
   if (t.entry == nullptr || t.impl == nullptr || ns < 0) return;
-  int64_t cost = 0;
-  {
-    std::lock_guard<std::mutex> lock(t.entry->mu);
-    ImplStats& s = FindOrAdd(*t.entry, t.impl);
-    s.ewma_ns = s.runs == 0 ? ns : s.ewma_ns + (ns - s.ewma_ns) / 8;
-    ++s.runs;
-    if (opt_.mode != TuningMode::kOnline) return;  // frozen and off: decisions never change
-    // The best median of the others: what this run cost over the choice.
-    int64_t best = 0;
-    for (const ImplStats& o : t.entry->impls)
-      if (&o != &s && o.nsamples > 0 && (best == 0 || o.Median() < best)) best = o.Median();
-    AddSample(s, ns);
-    if (t.exploring) {
-      if (best > 0 && ns > best) cost = ns - best;
-      if (s.nsamples == 1 && best > 0 && static_cast<double>(ns) > opt_.abandon_factor * best)
-        s.abandoned = true;
-    }
+  std::lock_guard<std::mutex> lock(t.entry->mu);
+  ImplStats& s = FindOrAdd(*t.entry, t.impl);
+  s.ewma_ns = s.runs == 0 ? ns : s.ewma_ns + (ns - s.ewma_ns) / 8;
+  ++s.runs;
+  if (opt_.mode != TuningMode::kOnline) return;  // frozen and off: decisions never change
+  // The best median of the others, before this run counts.
+  int64_t best = 0;
+  for (const ImplStats& o : t.entry->impls)
+    if (&o != &s && o.nsamples > 0 && (best == 0 || o.Median() < best)) best = o.Median();
+  AddSample(s, ns);
+  if (t.exploring) {
+    ++t.entry->explore_runs;
+    t.entry->explore_ns += ns;
+    if (s.nsamples == 1 && best > 0 && static_cast<double>(ns) > opt_.abandon_factor * best)
+      s.abandoned = true;
   }
-  if (cost > 0) exploration_ns_.fetch_add(cost, std::memory_order_relaxed);
+}
+
+int64_t TuningTable::exploration_ns() const {
+  int64_t total = 0;
+  std::shared_lock lock(mu_);
+  for (auto& [key, entry] : buckets_) {
+    auto& e = const_cast<BucketEntry&>(entry);
+    std::lock_guard<std::mutex> elock(e.mu);
+    int64_t best = 0;
+    for (const ImplStats& s : e.impls)
+      if (s.nsamples > 0 && (best == 0 || s.Median() < best)) best = s.Median();
+    total += std::max<int64_t>(0, e.explore_ns - e.explore_runs * best);
+  }
+  return total;
 }
 
 int64_t TuningTable::size() const {

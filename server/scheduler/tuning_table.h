@@ -71,6 +71,9 @@ struct BucketEntry {
   std::vector<ImplStats> impls;  // a handful: found by a scan
   int64_t decisions = 0;         // made by this bucket once settled
   int recheck_next = 0;          // round robin over the non-chosen impls
+  // Exploring and re-checking runs (online): their count and total time,
+  // for the cost (TuningTable::exploration_ns).
+  int64_t explore_runs = 0, explore_ns = 0;
   ImplStats* Find(const ImplDef* impl);
 };
 
@@ -130,7 +133,10 @@ class TuningTable {
   int64_t size() const;  // buckets
   // Counters for kerneld_tuning_*.
   int64_t decisions(DecisionKind k) const { return decisions_[static_cast<int>(k)].load(); }
-  int64_t exploration_ns() const { return exploration_ns_.load(); }
+  // The cost of exploring so far: over every bucket, the time its exploring
+  // and re-checking runs took beyond as many runs of its fastest impl
+  // (by median). Walks the table: for scrapes, not requests.
+  int64_t exploration_ns() const;
 
  private:
   Decision DecideLocked(BucketEntry& e, absl::Span<const ImplDef* const> c) const;
@@ -139,7 +145,6 @@ class TuningTable {
   absl::node_hash_map<TuningKey, BucketEntry> buckets_;
   std::vector<std::string> models_;  // guarded by mu_
   std::array<std::atomic<int64_t>, 4> decisions_{};
-  std::atomic<int64_t> exploration_ns_{0};
 };
 
 }  // namespace kerneld::server

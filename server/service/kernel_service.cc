@@ -4,6 +4,7 @@
 #include "auth/principal_stats.h"
 #include "build_info.h"
 #include "graph/graph_runner.h"
+#include "service/tuning_info.h"
 #include "service/buffer_service.h"
 #include "service/execute_stream.h"
 #include "service/library_log.h"
@@ -193,6 +194,7 @@ grpc::Status DescribeKernels(const Config& cfg, const RequestRunner& runner, con
         if (why) e->set_reason(*why);
       }
     }
+    AddTuningBuckets(runner.scheduler().tuning(), op->name, k);
   }
   if (!req.name().empty() && !found)
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown op '" + req.name() + "'");
