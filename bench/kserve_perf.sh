@@ -18,7 +18,10 @@
 #   LEVELS          client counts ("1 8 32")
 #   SHAPE           elements of x (4096)
 #   PATHS           "inline cuda" (add "system" for system shared memory,
-#                   against kerneld.v1's --via shm)
+#                   against kerneld.v1's --via shm; needs TRANSPORT=unix)
+#   TRANSPORT       tcp (loopback, the default) or unix (the daemon's unix
+#                   socket: perf_analyzer's 0600 POSIX shm objects are
+#                   registered only for a caller whose uid kerneld knows)
 #   BACKEND         the backend both front ends ask for ("": the
 #                   scheduler's choice; "cuda" on the GPU host)
 #   MEASURE_MS      perf_analyzer's window and kernelctl's (2000)
@@ -55,11 +58,12 @@ out=${OUT:-$dir/out}
 mkdir -p "$out"
 
 # shellcheck disable=SC2086  # KERNELD_FLAGS splits on purpose
-bench_start_kerneld kerneld --anonymous_buffers=shared ${KERNELD_FLAGS:-}
+bench_start_kerneld kerneld --anonymous_buffers=shared --listen="unix:$dir/kerneld.sock" ${KERNELD_FLAGS:-}
 addr=$(ready_tcp "$dir/kerneld.ready")
+[[ ${TRANSPORT:-tcp} == unix ]] && addr=unix:$dir/kerneld.sock
 echo "# $(uname -n), $(nproc) cores, $(bench_gpu), $(date -u +%FT%TZ)"
 echo "# kerneld: $("$kernelctl" --target "$addr" info | head -1); perf_analyzer: $pa"
-echo "# scale, x float32 [$shape], factor 2, backend ${backend:-as the scheduler picks}, ${ms} ms windows"
+echo "# scale, x float32 [$shape], factor 2, backend ${backend:-as the scheduler picks}, ${ms} ms windows, $addr"
 
 # One perf_analyzer level: prints "req/s p50_us" from its CSV.
 kserve_level() {
