@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "auth/authenticator.h"
+#include "graph/graph_stream.h"
 #include "service/stream_codec.h"
 #include "service/kernel_service.h"
 
@@ -180,8 +181,11 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
     if (read_more) IssueRead();
     return;
   }
-  runner_.Start(raw->req, &raw->resp, ControlFor(ctx_),
-                [this, raw](const Status&) { Completed(raw); });
+  auto completed = [this, raw](const Status&) { Completed(raw); };
+  if (raw->req.has_graph())  // graph/graph_stream.h
+    StartGraphMessage(raw->req, &raw->resp, ControlFor(ctx_), std::move(completed));
+  else
+    runner_.Start(raw->req, &raw->resp, ControlFor(ctx_), std::move(completed));
   if (read_more) IssueRead();
 }
 

@@ -46,6 +46,10 @@ bool InBuffer(const v1::ExecuteRequest& req, const OutputDef& od) {
 // The op `req` names, among those this server serves.
 Status FindOp(const v1::ExecuteRequest& req, bool test_ops, const Principal& who,
               const OpDef** found) {
+  if (req.has_graph())  // ExecuteStream runs it (graph/graph_stream.h); nothing else does
+    return InvalidArgument(
+        "ExecuteRequest.graph is a graph message, which only ExecuteStream runs; send one graph "
+        "to ExecuteGraph");
   const OpDef* op = OpRegistry::Global().Find(req.op());
   if (op != nullptr && op->test_only() && !test_ops) op = nullptr;
   if (op == nullptr)  // a user kernel the caller sees (sandbox/user_kernels.h)

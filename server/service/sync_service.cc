@@ -7,6 +7,7 @@
 
 #include "auth/authenticator.h"
 #include "graph/graph_runner.h"
+#include "graph/graph_stream.h"
 #include "service/execute_stream.h"
 #include "service/kernel_service.h"
 #include "service/library_log.h"
@@ -72,6 +73,7 @@ void ResetForNextMessage(v1::ExecuteResponse* resp) {
   resp->clear_outputs();
   if (resp->has_info()) resp->mutable_info()->Clear();
   if (resp->has_status()) resp->mutable_status()->Clear();
+  resp->clear_graph();  // a graph message's answer (graph/graph_stream.h)
 }
 
 }  // namespace
@@ -184,7 +186,13 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
         !grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&in, &req).ok())
       return MalformedStreamMessage(n, bytes);
     ResetForNextMessage(&resp);
-    (void)RunAndWait(std::move(ctl), req, &resp);
+    if (req.has_graph()) {  // graph/graph_stream.h
+      ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
+      (void)StartAndWait(
+          [&](DoneFn done) { StartGraphMessage(req, &resp, std::move(ctl), std::move(done)); });
+    } else {
+      (void)RunAndWait(std::move(ctl), req, &resp);
+    }
     SerializeStreamResponse(resp, &out);
     if (!stream->Write(out)) break;  // the client went away
     if (entry != nullptr && entry->draining())
