@@ -31,9 +31,34 @@ class BufArg:
         self.arr = getattr(a, "arr", None)
 
 
+class ServerBufArg:
+    """An input or output given as a ServerBuffer (memory kerneld allocated,
+    AllocateBuffer): referenced by (buffer_id, offset), never copied; an
+    in-place output over it stays in it (a KV cache appended to each step)."""
+    def __init__(self, sb):
+        self.kind = "buffer"
+        self.base_kind = "server"  # the daemon's memory: no client stream to wait for
+        self.obj, self.name = sb, ""
+        self.dtype = pb.DType.Value("DTYPE_" + sb.dtype.upper())
+        self.shape = tuple(sb.shape)
+        self.nbytes, self.framework, self.device = sb.nbytes, "numpy", None
+        self.buffer_id, self.offset = sb.buffer_id, sb.offset
+        self.arr = None
+
+
+def _buffer_arg(v):
+    """A BufArg or ServerBufArg for a registered Handle or a ServerBuffer; else None."""
+    kind = type(v).__name__
+    if kind == "Handle":
+        return BufArg(v)
+    if kind == "ServerBuffer":
+        return ServerBufArg(v)
+    return None
+
+
 def _tensorish(v):
     return (isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__")
-            or hasattr(v, "__dlpack__") or type(v).__name__ == "Handle"
+            or hasattr(v, "__dlpack__") or type(v).__name__ in ("Handle", "ServerBuffer")
             or (_torch() is not None and isinstance(v, _torch().Tensor)))
 
 
@@ -116,8 +141,8 @@ class Prepared:
         ins = {}
         bufs = False  # a registered Handle among the tensors
         for n, v in inputs.items():
-            if type(v).__name__ == "Handle":
-                a = BufArg(v)
+            a = _buffer_arg(v)
+            if a is not None:
                 bufs = True
             else:
                 a = to_arg(op, n, v)
@@ -140,8 +165,8 @@ class Prepared:
         outs = self._normalize_out(op, schema, opts.get("out"))
         out_args = {}
         for n, v in outs.items():
-            if type(v).__name__ == "Handle":
-                a = BufArg(v)
+            a = _buffer_arg(v)
+            if a is not None:
                 bufs = True
             else:
                 a = to_arg(op, "out " + n, v)
