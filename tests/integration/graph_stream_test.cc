@@ -264,7 +264,7 @@ TEST_P(GraphStreamTest, AGraphMessageIsOneThing) {
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
 
-// Streams cancelled while one graph runs and others wait in the queue: no
+// Streams cancelled while one graph runs and two wait in the queue: no
 // crash, nothing left in flight or queued, the graphs' memory returned to
 // --max_inflight_mb (a graph needing most of it runs afterwards), and the
 // daemon serves graphs on a new stream.
@@ -288,25 +288,23 @@ TEST_P(GraphStreamTest, CancelledWhileGraphsRunAndWaitLeavesNothingBehind) {
     req.set_request_id("sleepy-" + std::to_string(seed));
     return req;
   };
-  const bool callback = GetParam() == "callback";
+  // One graph running (stream a), two waiting in the queue (streams b, c).
   auto a = d.client().OpenStream();
-  auto b = d.client().OpenStream();
   ASSERT_TRUE(a->Send(sleepy(1)));
-  ASSERT_TRUE(a->Send(sleepy(2)));  // callback API: read and queued; sync: waits to be read
   ASSERT_TRUE(Eventually([&] { return metric("kerneld_inflight_requests") == 1; })) << d.Metrics();
-  ASSERT_TRUE(b->Send(sleepy(3)));
-  const double queued = callback ? 2 : 1;
-  ASSERT_TRUE(Eventually([&] { return metric("kerneld_queue_depth") == queued; })) << d.Metrics();
-  a->Cancel();
-  b->Cancel();
-  EXPECT_EQ(a->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_EQ(b->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  auto b = d.client().OpenStream();
+  auto c = d.client().OpenStream();
+  ASSERT_TRUE(b->Send(sleepy(2)));
+  ASSERT_TRUE(c->Send(sleepy(3)));
+  ASSERT_TRUE(Eventually([&] { return metric("kerneld_queue_depth") == 2; })) << d.Metrics();
+  for (auto* s : {&a, &b, &c}) (*s)->Cancel();
+  for (auto* s : {&a, &b, &c}) EXPECT_EQ((*s)->Finish().error_code(), grpc::StatusCode::CANCELLED);
 
   EXPECT_TRUE(Eventually([&] {
     return metric("kerneld_inflight_requests") == 0 && metric("kerneld_queue_depth") == 0;
   })) << d.Metrics();
-  // Every graph that was read is answered, and counted: the queued ones
-  // were cancelled without running.
+  // Every graph is answered and counted: the running one finished, the
+  // queued ones were cancelled without running.
   EXPECT_TRUE(Eventually([&] {
     const std::string m = d.Metrics();
     double n = 0;
@@ -314,9 +312,9 @@ TEST_P(GraphStreamTest, CancelledWhileGraphsRunAndWaitLeavesNothingBehind) {
       n += SeriesValue(m, "kerneld_requests_total",
                        {"op=\"graph\"", "code=\"" + std::string(code) + "\""})
                .value_or(0);
-    return n == 2 + (callback ? 1 : 0);
+    return n == 3;
   })) << d.Metrics();
-  EXPECT_GE(metric("kerneld_requests_total", {"op=\"graph\"", "code=\"CANCELLED\""}), 1)
+  EXPECT_GE(metric("kerneld_requests_total", {"op=\"graph\"", "code=\"CANCELLED\""}), 2)
       << d.Metrics();
   ASSERT_TRUE(d.Serving()) << d.Log();
 
@@ -326,14 +324,14 @@ TEST_P(GraphStreamTest, CancelledWhileGraphsRunAndWaitLeavesNothingBehind) {
   v1::ExecuteRequest req;
   *req.mutable_graph() = big.request();
   req.set_request_id("big");
-  auto c = d.client().OpenStream();
-  ASSERT_TRUE(c->Send(req));
-  c->CloseSend();
+  auto after = d.client().OpenStream();
+  ASSERT_TRUE(after->Send(req));
+  after->CloseSend();
   v1::ExecuteResponse resp;
-  ASSERT_TRUE(c->Receive(&resp));
+  ASSERT_TRUE(after->Receive(&resp));
   EXPECT_EQ(resp.status().code(), 0) << resp.status().message();
   EXPECT_EQ(resp.graph().outputs().at("y").inline_data().size(), size_t{16} << 20);
-  EXPECT_TRUE(c->Finish().ok());
+  EXPECT_TRUE(after->Finish().ok());
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
 
