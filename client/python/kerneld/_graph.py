@@ -11,19 +11,34 @@ them. g.output(name, value) declares what run() returns (a dict by name);
 without it run() returns the last step's outputs. Nothing runs before run(),
 and the whole graph is validated by the daemon before any step runs.
 
+Results come back as the inputs went in, as with client.<op>(): numpy for
+numpy inputs, torch tensors for torch ones; GPU tensors (torch, cupy) are
+referenced over CUDA IPC, not copied, and the results are put on their
+device.
+
 Device memory that kerneld allocates and keeps (AllocateBuffer), such as a
 model's weights, is a ServerBuffer: a graph input by reference, or where
 g.output(name, value, buffer=...) writes:
 
     w = ServerBuffer.allocate(client, "cuda:0", "bfloat16", (28672, 4096))
     h = g.gemm(x, w, transpose_b=True)
+
+On the asyncio client (kerneld.aio) the graph is recorded the same way and
+run with `await g.run()`; `s.submit_graph(g)` sends it as one message of a
+stream (ExecuteStream), between plain calls:
+
+    async with c.graph() as g:
+        y = g.silu_and_mul(g.rmsnorm(x, w))
+        out = await g.run()
+    async with c.stream() as s:
+        f = s.submit_graph(g)        # an asyncio.Future of what run() returns
 """
 import numpy as np
 
 from ._proto import kerneld_pb2 as pb
-from ._errors import invalid_argument
+from ._errors import error_for, invalid_argument
 from ._schema import attr_python  # noqa: F401  (the attr rules are the schema's)
-from ._tensors import to_arg, host_from_bytes
+from ._tensors import to_arg, host_from_bytes, _cupy
 
 
 class Value:
@@ -119,6 +134,8 @@ class Graph:
         self._inputs = {}  # id(obj) -> name: one graph input per object
         self._keep = []    # the objects sent, alive until run()
         self._outputs_declared = False
+        self._fw = None    # the first host input's framework ("numpy", "torch")
+        self._cuda = []    # the GPU inputs (CudaArgs), synchronized before each run
 
     def __enter__(self):
         return self
@@ -145,12 +162,21 @@ class Graph:
             t.buffer.offset = obj.offset
         else:
             arg = to_arg(where, name, obj)
-            if arg.kind != "host":
-                raise invalid_argument("%s: '%s': a graph takes host arrays inline, or Handles "
-                                       "(client.register) for device memory" % (where, name))
             t.dtype = arg.dtype
             t.shape.extend(int(s) for s in arg.shape)
-            t.inline_data = arg.tobytes()
+            if arg.kind == "cuda":
+                # By reference, as client.<op>() sends it: its allocation
+                # registered once (CUDA IPC), the producing stream synchronized
+                # before each run.
+                if arg.nbytes == 0:
+                    t.inline_data = b""
+                else:
+                    t.buffer.buffer_id, t.buffer.offset = self._c._ipc().resolve(arg)
+                    self._cuda.append(arg)
+            else:
+                if self._fw is None:
+                    self._fw = arg.framework
+                t.inline_data = arg.tobytes()
         self._inputs[key] = gname
         self._keep.append(obj)
         return gname
@@ -160,7 +186,8 @@ class Graph:
             raise AttributeError(op)
         schema = self._c._schema_or_none(op)
         if schema is None:
-            raise AttributeError("kerneld graph: no op '%s'; ops: %s" % (op, ", ".join(self._c.ops())))
+            raise AttributeError("kerneld graph: no op '%s'; ops: %s"
+                                 % (op, ", ".join(sorted(self._c._schemas or ()))))
 
         def step(*args, **kwargs):
             return self.step(op, *args, **kwargs)
@@ -207,10 +234,39 @@ class Graph:
         return self._req
 
     def run(self, timeout=None, return_info=False):
-        """Sends the graph; numpy results (see the module doc)."""
-        resp = self._c._rpc("ExecuteGraph", self._req, timeout)
-        out = {k: host_from_bytes(t.inline_data, list(t.shape), t.dtype, "numpy")
-               for k, t in resp.outputs.items() if t.WhichOneof("data") != "buffer"}
+        """Sends the graph (ExecuteGraph); its results (see the module doc)."""
+        self._before_send()
+        return self._results(self._c._rpc("ExecuteGraph", self._req, timeout), return_info)
+
+    # ---- shared by run(), the asyncio client and streams ----
+    def _before_send(self):
+        # The GPU inputs' producers finish before the daemon reads them: once
+        # per framework and device, as client.<op>() does.
+        seen = set()
+        for a in self._cuda:
+            if (a.framework, a.device) not in seen:
+                seen.add((a.framework, a.device))
+                a.synchronize()
+
+    def _value(self, t):
+        """An inline output as the caller's kind of array."""
+        if not self._cuda:
+            return host_from_bytes(t.inline_data, list(t.shape), t.dtype, self._fw or "numpy")
+        first = self._cuda[0]
+        host = host_from_bytes(t.inline_data, list(t.shape), t.dtype,
+                               "torch" if first.framework == "torch" else "numpy")
+        if first.framework == "torch":
+            return host.to("cuda:%d" % first.device)
+        cp = _cupy()
+        if cp is None:
+            return host
+        with cp.cuda.Device(first.device):
+            return cp.asarray(host)
+
+    def _results(self, resp, return_info):
+        """What run() returns, from an ExecuteGraphResponse."""
+        out = {k: self._value(t) for k, t in resp.outputs.items()
+               if t.WhichOneof("data") != "buffer"}
         if not self._outputs_declared:
             names = [v.binding.split(".", 1)[1] for v in self._last]
             out = out[names[0]] if len(names) == 1 else tuple(out[n] for n in names)
@@ -219,3 +275,48 @@ class Graph:
                          "total_ns": resp.info.total_ns, "execute_ns": resp.info.execute_ns,
                          "intermediate_bytes": resp.intermediate_bytes}
         return out
+
+    def _stream_message(self, request_id, return_info=False):
+        """This graph as one ExecuteStream message, and what settles its
+        answer into a future (the streams' pending entries)."""
+        self._before_send()
+        req = pb.ExecuteRequest(request_id=request_id)
+        req.graph.CopyFrom(self._req)
+        return req, _StreamAnswer(self, return_info)
+
+
+class _StreamAnswer:
+    """A graph message's answer (ExecuteResponse.graph) into its future, as
+    Prepared.settle does for a call."""
+
+    def __init__(self, graph, return_info):
+        self.graph, self.return_info = graph, return_info
+
+    def settle(self, resp, fut):
+        if fut.done():  # cancelled by its caller
+            return
+        try:
+            if resp.status.code:
+                raise error_for(resp.status.code, resp.status.message)
+            fut.set_result(self.graph._results(resp.graph, self.return_info))
+        except BaseException as e:
+            fut.set_exception(e)
+
+    def release(self):
+        pass  # a graph holds no shared-memory segment
+
+
+class AioGraph(Graph):
+    """A Graph of the asyncio client: recorded the same way, run with
+    `await g.run()`; usable with `with` or `async with`."""
+
+    async def run(self, timeout=None, return_info=False):
+        """Sends the graph (ExecuteGraph); its results (see the module doc)."""
+        self._before_send()
+        return self._results(await self._c._arpc("ExecuteGraph", self._req, timeout), return_info)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return False

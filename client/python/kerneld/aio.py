@@ -5,6 +5,9 @@
         async with c.stream() as s:
             futs = [s.submit("scale", x=x, factor=2.0) for x in xs]
         ys = [f.result() for f in futs]
+        async with c.graph() as g:       # many kernels in one call (docs/graphs.md)
+            y = g.silu_and_mul(g.rmsnorm(x, w))
+            out = await g.run()
 
 Registering a buffer (the first GPU tensor of an allocation, the first shm
 call) is a short blocking RPC on a second, synchronous channel.
@@ -103,6 +106,12 @@ class Client(_Base):
     async def register(self, obj):
         return self._make_handle(obj)
 
+    def graph(self, device=""):
+        """An AioGraph: steps recorded as g.<op>(...), run as one ExecuteGraph
+        by `await g.run()` (kerneld/_graph.py)."""
+        from ._graph import AioGraph
+        return AioGraph(self, device)
+
     def stream(self):
         return Stream(self)
 
@@ -160,6 +169,18 @@ class Stream:
         f = asyncio.get_running_loop().create_future()
         self._pending[rid] = (p, f)
         self._q.put_nowait(p.req)
+        return f
+
+    def submit_graph(self, graph, return_info=False):
+        """Sends `graph` (from c.graph()) as one message of this stream; an
+        asyncio.Future of what `await graph.run()` returns (docs/graphs.md)."""
+        if self._call is None or self._closed:
+            raise RuntimeError("kerneld: submit_graph() outside `async with c.stream() as s`")
+        rid = "py-%d" % next(self._ids)
+        req, answer = graph._stream_message(rid, return_info)
+        f = asyncio.get_running_loop().create_future()
+        self._pending[rid] = (answer, f)
+        self._q.put_nowait(req)
         return f
 
     async def _read(self):
