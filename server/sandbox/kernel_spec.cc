@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "kerneld/jit.h"
 #include "service/tensor_codec.h"
 
 namespace kerneld::server::sandbox {
@@ -94,13 +95,9 @@ Status CheckCompileOption(const std::string& o) {
 }  // namespace
 
 const char* CudaTypeName(DType dt) {
+  // The floating types as the built-in JIT kernels spell them.
+  if (const char* jit = JitTypeName(dt); *jit != '\0') return jit;
   switch (dt) {
-    case DType::kFloat16:
-      return "__half";
-    case DType::kBFloat16:
-      return "__nv_bfloat16";
-    case DType::kFloat32:
-      return "float";
     case DType::kFloat64:
       return "double";
     case DType::kInt8:
