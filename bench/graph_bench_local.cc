@@ -208,6 +208,10 @@ int main(int argc, char** argv) {
     const auto [direct, replay] = DirectAndReplay(steps, s, iters);
     std::printf("%-4lld %-44s %8.1f / %7.1f %8.1f / %7.1f\n", static_cast<long long>(T),
                 impls.c_str(), direct.first, direct.second, replay.first, replay.second);
+    // For bench/graph_bench.sh's table.
+    std::printf(
+        "RESULT local_mlp_direct_p50_us_T%lld %.6g\nRESULT local_mlp_replay_p50_us_T%lld %.6g\n",
+        static_cast<long long>(T), direct.first, static_cast<long long>(T), replay.first);
   }
 
   std::printf("\nchain of 16 scale steps on 4096 float32\n");
@@ -216,6 +220,7 @@ int main(int argc, char** argv) {
     const auto [direct, replay] = DirectAndReplay(steps, s, iters);
     std::printf("one thread: 16 launches p50 %.1f us, CUDA graph replay p50 %.1f us\n",
                 direct.first, replay.first);
+    std::printf("RESULT local_chain_replay_p50_us %.6g\n", replay.first);
   }
   for (int threads : {1, 8}) {
     std::atomic<bool> stop{false};
@@ -244,6 +249,8 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%d thread%s replaying: %.0f graphs/s, %.0f kernels/s\n", threads,
                 threads == 1 ? "" : "s", static_cast<double>(replays.load()) / secs,
+                16.0 * static_cast<double>(replays.load()) / secs);
+    std::printf("RESULT local_chain_kernels_per_s_%d %.6g\n", threads,
                 16.0 * static_cast<double>(replays.load()) / secs);
   }
   for (void* p : g_allocs) cudaFree(p);
