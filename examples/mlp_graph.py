@@ -12,8 +12,8 @@ client p50 and p99 of one graph call beside four separate calls.
     python3 examples/mlp_graph.py --target localhost:50051 --tokens 1,16,64
 
 Needs numpy and ml_dtypes (numpy's bfloat16), and a daemon with a GPU.
-docs/graphs.md describes graphs; bench/graph_bench.py runs this with the
-local CUDA-graph reference beside it.
+docs/graphs.md describes graphs; bench/graph_bench.sh measures the same
+block from C++ beside the local CUDA-graph reference and the echo floor.
 """
 import argparse
 import time
