@@ -32,6 +32,8 @@
 
 #include "common/attention/attend.cuh"
 #include "common/attention/plan.h"
+#include "common/cuda/block_reduce.cuh"
+#include "common/cuda/mma.cuh"
 
 namespace kerneld::cuda::attention {
 
@@ -43,85 +45,6 @@ struct PrefillMmaParams {
   int pack = 1;                   // query heads a block (dividing the group)
   int rows_per_tile = kMmaRows;   // query rows a block: kMmaRows / pack
 };
-
-namespace mma {
-
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, or 16 zeros when !valid (nothing is read).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
-               "r"(valid ? 16 : 0)
-               : "memory");
-#else
-  __trap();  // never launched below 8.0: the binding's requirements say so
-#endif
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
-
-// Four 8x8 b16 matrices from shared memory; .trans transposes each.
-template <bool kTrans>
-__device__ __forceinline__ void Ldsm4(uint32_t (&r)[4], const void* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (kTrans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(SmemAddr(p)));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(SmemAddr(p)));
-#else
-  __trap();
-#endif
-}
-
-// d += a b for one m16n8k16 tile (T: the f16 or bf16 instruction).
-template <typename T>
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  __trap();
-#endif
-}
-
-// Two floats as a T pair in one register (x in the low half).
-template <typename T>
-__device__ __forceinline__ uint32_t Pack2(float x, float y) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(x, y);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 // Element offset of 16-byte chunk c of row r in a [rows, D] tile: chunks
 // XOR-swizzled by the row's low 3 bits, so the 8 rows an ldmatrix phase
@@ -141,18 +64,14 @@ __device__ __forceinline__ int64_t TokenOf32(const KvIndex& kv, const KvRange& r
   return page * kv.page_size + (jj - pg * ps);
 }
 
-}  // namespace mma
-
 // tile_start[b] = the tiles of requests before b (rows_per_tile query rows
-// a tile), tile_start[batch] = all of them. One block.
+// a tile), tile_start[batch] = all of them. One block, its size a multiple
+// of 32.
 static __global__ void PrefillTilesKernel(const int32_t* qo_indptr, int batch, int64_t rows,
                                           int rows_per_tile, int64_t* tile_start, const int* err) {
   if (err != nullptr && *err != 0) return;
-  __shared__ int64_t warp_sum[32];
-  __shared__ int64_t carry;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  if (threadIdx.x == 0) carry = 0;
-  __syncthreads();
+  __shared__ int64_t scratch[32];
+  int64_t carry = 0;  // the tiles of the chunks before (the same in every thread)
   for (int base = 0; base < batch; base += blockDim.x) {
     const int b = base + threadIdx.x;
     int64_t n = 0;
@@ -160,29 +79,10 @@ static __global__ void PrefillTilesKernel(const int32_t* qo_indptr, int batch, i
       const int64_t start = Clamp64(qo_indptr[b], 0, rows);
       n = (Clamp64(qo_indptr[b + 1], start, rows) - start + rows_per_tile - 1) / rows_per_tile;
     }
-    int64_t x = n;  // inclusive scan over the warp, then over the warps
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
-    }
-    if (lane == 31) warp_sum[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-      int64_t w = lane < warps ? warp_sum[lane] : 0;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int64_t y = __shfl_up_sync(0xffffffffu, w, o);
-        if (lane >= o) w += y;
-      }
-      if (lane < warps) warp_sum[lane] = w;
-    }
-    __syncthreads();
-    const int64_t before = carry + x - n + (warp > 0 ? warp_sum[warp - 1] : 0);
-    if (b < batch) tile_start[b] = before;
-    __syncthreads();
-    if (threadIdx.x == blockDim.x - 1) carry = before + n;
-    __syncthreads();
+    int64_t total = 0;
+    const int64_t before = blockops::ExclusiveScan(n, scratch, &total);
+    if (b < batch) tile_start[b] = carry + before;
+    carry += total;
   }
   if (threadIdx.x == 0) tile_start[batch] = carry;
 }
@@ -238,7 +138,7 @@ __global__ void __launch_bounds__(kMmaThreads) PrefillMmaKernel(PrefillMmaParams
     const int m = c / kChunks, ch = c % kChunks, r = m / pack;
     const bool ok = r < nrows;
     const T* src = ok ? q + ((start + i0 + r) * p.hq + h0 + m % pack) * D + ch * 8 : q;
-    mma::CpAsync16(sq + mma::Swz<D>(m, ch), src, ok);
+    mma::CpAsync16(sq + Swz<D>(m, ch), src, ok);
   }
   // A key tile: thread tid copies chunk tid % kChunks of kPasses rows, one
   // pass kRowStep rows apart. The kChunks lanes that share those rows each
@@ -253,15 +153,15 @@ __global__ void __launch_bounds__(kMmaThreads) PrefillMmaKernel(PrefillMmaParams
     T* dv = sv + buf * kMmaKeys * D;
     int64_t mine = 0;
     if (ch < kPasses && j * kMmaKeys + n0 + ch * kRowStep < kmax)
-      mine = mma::TokenOf32(p.kv, range, j * kMmaKeys + n0 + ch * kRowStep) * stride;
+      mine = TokenOf32(p.kv, range, j * kMmaKeys + n0 + ch * kRowStep) * stride;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int n = n0 + i * kRowStep;
       const int64_t row = __shfl_sync(0xffffffffu, mine, group_lane0 + i);
       const bool ok = j * kMmaKeys + n < kmax;
       const int64_t at = ok ? row + hk * D + ch * 8 : 0;
-      mma::CpAsync16(dk + mma::Swz<D>(n, ch), kc + at, ok);
-      mma::CpAsync16(dv + mma::Swz<D>(n, ch), vc + at, ok);
+      mma::CpAsync16(dk + Swz<D>(n, ch), kc + at, ok);
+      mma::CpAsync16(dv + Swz<D>(n, ch), vc + at, ok);
     }
   };
   mma::CpAsyncCommit();
@@ -272,7 +172,7 @@ __global__ void __launch_bounds__(kMmaThreads) PrefillMmaKernel(PrefillMmaParams
   uint32_t qa[kSteps][4];
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk)
-    mma::Ldsm4<false>(qa[kk], sq + mma::Swz<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+    mma::Ldsm4<false>(qa[kk], sq + Swz<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
 
   constexpr float kLog2e = 1.4426950408889634f;
   const float scale2 = p.scale * kLog2e;
@@ -304,8 +204,8 @@ __global__ void __launch_bounds__(kMmaThreads) PrefillMmaKernel(PrefillMmaParams
 #pragma unroll
       for (int np = 0; np < kMmaKeys / 16; ++np) {
         uint32_t r[4];
-        mma::Ldsm4<false>(r, bk + mma::Swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                              2 * kk + ((lane >> 3) & 1)));
+        mma::Ldsm4<false>(
+            r, bk + Swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
         mma::Mma<T>(s[2 * np], qa[kk], r[0], r[1]);
         mma::Mma<T>(s[2 * np + 1], qa[kk], r[2], r[3]);
       }
@@ -360,8 +260,8 @@ __global__ void __launch_bounds__(kMmaThreads) PrefillMmaKernel(PrefillMmaParams
 #pragma unroll
       for (int dp = 0; dp < kTilesD / 2; ++dp) {
         uint32_t r[4];
-        mma::Ldsm4<true>(r, bv + mma::Swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
-                                             2 * dp + (lane >> 4)));
+        mma::Ldsm4<true>(
+            r, bv + Swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4)));
         mma::Mma<T>(o[2 * dp], a, r[0], r[1]);
         mma::Mma<T>(o[2 * dp + 1], a, r[2], r[3]);
       }

@@ -83,29 +83,30 @@ __device__ __forceinline__ T Min(T v, T identity, T* scratch) {
 }
 
 // Exclusive prefix sum of v in thread order; *total gets the block's sum.
-__device__ __forceinline__ float ExclusiveScan(float v, float* scratch, float* total) {
+template <typename T>
+__device__ __forceinline__ T ExclusiveScan(T v, T* scratch, T* total) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  float x = v;  // inclusive scan within the warp (Hillis-Steele)
+  T x = v;  // inclusive scan within the warp (Hillis-Steele)
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const float y = __shfl_up_sync(0xffffffffu, x, o);
+    const T y = __shfl_up_sync(0xffffffffu, x, o);
     if (lane >= static_cast<unsigned>(o)) x += y;
   }
-  float excl = __shfl_up_sync(0xffffffffu, x, 1);
-  if (lane == 0) excl = 0.0f;
+  T excl = __shfl_up_sync(0xffffffffu, x, 1);
+  if (lane == 0) excl = T(0);
   if (lane == 31) scratch[warp] = x;
   __syncthreads();
   if (warp == 0) {
-    float w = lane < warps ? scratch[lane] : 0.0f;
+    T w = lane < warps ? scratch[lane] : T(0);
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, w, o);
+      const T y = __shfl_up_sync(0xffffffffu, w, o);
       if (lane >= static_cast<unsigned>(o)) w += y;
     }
     scratch[lane] = w;  // inclusive sums of the warp totals
   }
   __syncthreads();
-  const float before = warp > 0 ? scratch[warp - 1] : 0.0f;
+  const T before = warp > 0 ? scratch[warp - 1] : T(0);
   *total = scratch[warps - 1];
   __syncthreads();  // scratch is free again
   return before + excl;
