@@ -71,6 +71,16 @@ inline void AddScoreAttrs(OpDef& op, bool causal) {
       .AttrWithDefault("logits_soft_cap", AttrType::kFloat, 0.0, kSoftCapDoc);
 }
 
+// q and qo_indptr, as both prefills declare them first (clients generate
+// four requests).
+inline void AddPrefillQuery(OpDef& op) {
+  op.Input("q", kFloatingTypes, "[nnz_q, num_qo_heads, head_dim]", "the requests' query rows")
+      .Input("qo_indptr", {DType::kInt32}, "[indptr_len]",
+             "batch + 1 entries: request b's rows are q[qo_indptr[b]:qo_indptr[b+1]]")
+      .Gen(InputGen::kIndptr, "nnz_q")
+      .GenShape("[4]");
+}
+
 // The shapes clients generate for a paged cache's inputs (InputDef::
 // gen_shape); "": the input's own rule.
 struct PagedGenShapes {
