@@ -268,7 +268,8 @@ part_python() {
   python_env || { note "python environment" 1; return; }
   KERNELD_BIN=$PWD/$B/bin/kerneld timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider -rs \
     --junitxml="$log/gpu_pytest.xml" client/python/tests/test_gpu.py \
-    client/python/tests/test_graph.py >"$log/gpu_pytest.log" 2>&1
+    client/python/tests/test_graph.py client/python/tests/test_decode_cache.py \
+    >"$log/gpu_pytest.log" 2>&1
   note "python gpu tests" $?
   grep -E "passed|failed|error" "$log/gpu_pytest.log" | tail -3
   start_daemon
