@@ -12,6 +12,7 @@
 #include "service/kernel_service.h"
 #include "service/library_log.h"
 #include "service/stream_registry.h"
+#include "service/sync_stream.h"
 
 namespace kerneld::server {
 
@@ -61,20 +62,6 @@ class SyncStreamEntry : public DrainableStream {
   std::atomic<int> refs_{1};
   std::atomic<bool> draining_{false};
 };
-
-// Ready for the stream's next message, keeping the info and status
-// submessages and their strings' storage: Clear() deletes them, and every
-// response sets both again (four allocations a message otherwise). Their
-// fields are cleared, so nothing of the last answer is left. (A request the
-// runner fails before it stamps the info, an exception in RequestRunner::Start,
-// now answers with an empty info rather than none: all zeros either way.)
-void ResetForNextMessage(v1::ExecuteResponse* resp) {
-  resp->clear_request_id();
-  resp->clear_outputs();
-  if (resp->has_info()) resp->mutable_info()->Clear();
-  if (resp->has_status()) resp->mutable_status()->Clear();
-  resp->clear_graph();  // a graph message's answer (graph/graph_stream.h)
-}
 
 }  // namespace
 
@@ -173,34 +160,19 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
       entry->Unref();
     }
   } closer{registry, entry, quota_who};
-  grpc::ByteBuffer in, out;
-  v1::ExecuteRequest req;
-  v1::ExecuteResponse resp;
-  for (int64_t n = 1; stream->Read(&in); ++n) {
-    const size_t bytes = in.Length();
-    CallControl ctl = ControlFor(ctx);
-    req.Clear();
-    // A refused message is not parsed; it answers in its response's status
-    // (the runner sets it, as for a failed request) and the stream goes on.
-    if (ctl.refused.ok() &&
-        !grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(&in, &req).ok())
-      return MalformedStreamMessage(n, bytes);
-    ResetForNextMessage(&resp);
-    if (req.has_graph()) {  // graph/graph_stream.h
-      ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
-      (void)StartAndWait(
-          [&](DoneFn done) { StartGraphMessage(req, &resp, std::move(ctl), std::move(done)); });
-    } else {
-      (void)RunAndWait(std::move(ctl), req, &resp);
-    }
-    SerializeStreamResponse(resp, &out);
-    if (!stream->Write(out)) break;  // the client went away
-    if (entry != nullptr && entry->draining())
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "kerneld is shutting down: this stream's answers are written and it "
-                          "takes no more messages; retry on another replica");
-  }
-  return grpc::Status::OK;
+  SyncExecuteStream s(ctx, stream,
+                      {cfg_.stream_window, static_cast<int64_t>(cfg_.stream_buffer_mb) << 20});
+  return s.Serve(
+      [this](const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
+             DoneFn done) {
+        if (req.has_graph())  // graph/graph_stream.h
+          StartGraphMessage(req, resp, std::move(ctl), std::move(done));
+        else
+          runner_.Start(req, resp, std::move(ctl), std::move(done));
+      },
+      [entry] { return entry != nullptr && entry->draining(); },
+      "kerneld is shutting down: this stream's answers are written and it takes no more "
+      "messages; retry on another replica");
 }
 
 Status RunAndWait(RequestRunner& runner, CallControl ctl, const v1::ExecuteRequest& req,

@@ -4,10 +4,10 @@
 // API's executor threads. Measured on the H100 host, the echo floor's one
 // client p50 was 1.2-1.9x lower on the sync API than on the callback API over
 // the same transport (docs/performance.md), and that hop is on every call.
-// The price: every open ExecuteStream holds a gRPC thread for its life, and
-// a stream runs its requests one at a time, in order (ping-pong; a client
-// that sends ahead is held back by HTTP/2 flow control). ListKernels and
-// GetServerInfo stay on the callback API.
+// The price: every open ExecuteStream holds a gRPC thread for its life (and
+// a writer thread once a request of it runs beyond its read); its requests
+// run concurrently within --stream_window (service/sync_stream.h). Every
+// other method is on the sync API too.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -1,6 +1,7 @@
 // --grpc_api=sync: Execute and ExecuteStream on gRPC's sync API serve the
 // same answers as the callback API, on a real daemon: results, per-message
-// errors that leave a stream open, the stages in order, the other RPCs.
+// errors that leave a stream open, a pipelined stream within its window, the
+// stages in order, the other RPCs.
 // (The malformed-message and token cases run under both APIs in
 // stream_limits_test and security_test.)
 #include "daemon_fixture.h"
@@ -78,6 +79,46 @@ TEST(SyncApi, StreamAnswersInOrderAndAFailedRequestLeavesItOpen) {
   EXPECT_FALSE(s->Receive(&resp));
   EXPECT_TRUE(s->Finish().ok());
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+// The sync stream is pipelined (service/sync_stream.h): a request that
+// runs long does not hold back the ones read after it, whose answers come
+// first (completion order); --stream_window bounds it, and a window of one
+// is the ping-pong loop again.
+TEST(SyncApi, StreamRunsRequestsConcurrentlyWithinItsWindow) {
+  for (int window : {64, 1}) {
+    Daemon d({"--grpc_api=sync", "--enable_test_ops", "--stream_window=" + std::to_string(window)});
+    ASSERT_TRUE(d.ok()) << d.Log();
+    v1::ExecuteRequest slow = ScaleRequest(DType::kFloat32, {16}, 1.0);
+    slow.set_op("_test_sleep");
+    slow.mutable_attrs()->clear();
+    (*slow.mutable_attrs())["ms"].set_f(5);
+    // Once: an op not yet seen to run long runs inline, on the stream's own
+    // thread (--inline_max_us); after this one it goes to the pool.
+    v1::ExecuteResponse warm;
+    ASSERT_TRUE(d.client().Execute(slow, &warm).ok());
+    (*slow.mutable_attrs())["ms"].set_f(1500);
+    slow.set_request_id("slow");
+    auto s = d.client().OpenStream();
+    ASSERT_TRUE(s->Send(slow));
+    client::HostTensor x;
+    v1::ExecuteRequest fast = ScaleRequest(DType::kFloat32, {33}, 3.0, &x, 9);
+    fast.set_request_id("fast");
+    ASSERT_TRUE(s->Send(fast));
+    s->CloseSend();
+    std::vector<std::string> order;
+    v1::ExecuteResponse resp;
+    while (s->Receive(&resp)) {
+      EXPECT_EQ(resp.status().code(), 0) << resp.status().message();
+      if (resp.request_id() == "fast") ExpectScaled(resp, x, 3.0);
+      order.push_back(resp.request_id());
+    }
+    EXPECT_TRUE(s->Finish().ok());
+    EXPECT_EQ(order, window == 1 ? (std::vector<std::string>{"slow", "fast"})
+                                 : (std::vector<std::string>{"fast", "slow"}))
+        << "window " << window;
+    EXPECT_EQ(d.Terminate(), 0) << d.Log();
+  }
 }
 
 TEST(SyncApi, ListKernelsAndServerInfoStillAnswer) {
