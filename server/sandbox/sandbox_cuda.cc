@@ -136,6 +136,10 @@ class SandboxLauncher final : public UserKernelLauncher {
     if (!st.ok()) {
       if (st.code() == StatusCode::kInternal || st.code() == StatusCode::kDeadlineExceeded)
         const_cast<UserKernel&>(k).faults.fetch_add(1);
+      // The worker's own reply ("the kernel faulted: ...") does not know
+      // which kernel it ran; the client and the log must.
+      if (st.message().rfind(name + ":", 0) != 0)
+        return Status(st.code(), name + ": " + st.message());
       return st;
     }
     for (size_t i = 0; i < ctx.outputs.size(); ++i) {

@@ -128,7 +128,7 @@ TEST_F(UserKernelGpu, FaultsFailTheirOwnRequestOnly) {
   ASSERT_TRUE(Register(Spec("trapper", "if (i == 0) __trap();")).ok());
   // Reads 64 MiB past its input: the sandbox maps the request's arena only.
   ASSERT_TRUE(Register(Spec("snoop", "if (i < n) y[i] = x[i + (64ll << 20)];")).ok());
-  ASSERT_TRUE(Register(Spec("endless", "volatile int z = 1; while (z) {}")).ok());
+  ASSERT_TRUE(Register(Spec("endless", "while (clock64() >= 0) {}")).ok());
   const std::string bytes = RandomFloats(1024);
   StartBuiltins();
   struct Case {
