@@ -110,6 +110,8 @@ awk -v tokens="$tokens" -v clients="$clients" '
     printf "  %-31s%12.0f\n", "one graph call", g
     printf "  %-31s%12.0f   graph / calls %.2f (goal >= 10: %s)\n", "16 separate calls", c, g / c, yn(g >= 10 * c)
     printf "  %-31s%12.0f   graph / local %.3f (goal >= 0.9: %s)\n", "local replay, 8 threads", l, g / l, yn(g >= 0.9 * l)
+    e = v("chain_echo_requests_per_s")
+    if (e > 0) printf "  %-31s%12.0f   floor / local %.3f: the most any gRPC graph call reaches; graph / floor %.2f\n", "echo floor x steps (bound)", e * 16, e * 16 / l, g / (e * 16)
     q = v("chain_first_us") / v("chain_replayed_p50_us")
     printf "  %-31s%12.1f   replayed p50 %.1f us, %.2f x (goal <= 3: %s)\n", "first graph call (capture), us", v("chain_first_us"), v("chain_replayed_p50_us"), q, yn(q <= 3)
   }' "$dir/local.txt" "$dir/service.txt"

@@ -321,9 +321,9 @@ int RunMlp(const Options& o, client::KernelClient& c) {
 // Runs body(client index, connection) on o.clients threads for o.seconds;
 // the kernels they ran per second (body returns how many it ran).
 template <typename Body>
-double KernelsPerSecond(const Options& o, Body&& body) {
+double KernelsPerSecond(const Options& o, const std::string& target, Body&& body) {
   std::vector<std::unique_ptr<client::KernelClient>> conns;
-  for (int i = 0; i < o.clients; ++i) conns.push_back(Connect(o.target, i + 1));
+  for (int i = 0; i < o.clients; ++i) conns.push_back(Connect(target, i + 1));
   std::atomic<bool> stop{false};
   std::atomic<int64_t> kernels{0};
   std::vector<std::thread> threads;
@@ -376,8 +376,8 @@ int RunChain(const Options& o, client::KernelClient& c) {
               replayed, first / replayed);
   Result("chain_first_us", first);
   Result("chain_replayed_p50_us", replayed);
-  const double graph_kps = KernelsPerSecond(o, graph_call);
-  const double calls_kps = KernelsPerSecond(o, separate);
+  const double graph_kps = KernelsPerSecond(o, o.target, graph_call);
+  const double calls_kps = KernelsPerSecond(o, o.target, separate);
   std::printf(
       "%d clients: one graph call %.0f kernels/s (%.0f graphs/s); %d separate calls "
       "%.0f kernels/s; %.2f x\n",
@@ -385,6 +385,24 @@ int RunChain(const Options& o, client::KernelClient& c) {
       graph_kps / calls_kps);
   Result("chain_graph_kernels_per_s", graph_kps);
   Result("chain_calls_kernels_per_s", calls_kps);
+  if (!o.floor.empty()) {
+    // The transport's own ceiling: the echo floor answering the chain's
+    // request bytes (x in, y out) at the same clients. No graph call can
+    // come back faster, so chain_steps x this rate bounds kernels/s.
+    v1::ExecuteRequest er;
+    er.set_op("scale");
+    (*er.mutable_inputs())["x"] = x;
+    const double echo_rps = KernelsPerSecond(o, o.floor, [&](client::KernelClient& k) {
+      v1::ExecuteResponse r;
+      if (grpc::Status st = k.Execute(er, &r); !st.ok()) Fail("echo floor", st);
+      return int64_t{1};
+    });
+    std::printf(
+        "%d clients: the echo floor answers %.0f requests/s: at most %.0f kernels/s "
+        "for %d-step graphs through any gRPC server\n",
+        o.clients, echo_rps, echo_rps * o.chain_steps, o.chain_steps);
+    Result("chain_echo_requests_per_s", echo_rps);
+  }
   return 0;
 }
 
