@@ -16,7 +16,7 @@ python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip build
 "$VENV/bin/python" -m build -q --wheel --outdir .whl client/python >/dev/null
 # The protobuf version the stubs need: the wheel's Requires-Dist.
-PB=$(unzip -p .whl/kerneld-*.whl '*/METADATA' | sed -n 's/^Requires-Dist: protobuf>=\([0-9.]*\).*/\1/p')
+PB=$(unzip -p .whl/kerneld-*.whl '*/METADATA' | sed -n 's/^Requires-Dist: protobuf.*>=\([0-9.]*\).*/\1/p')
 "$VENV/bin/python" -m pip install -q "grpcio" "protobuf>=$PB"
 PBV=$("$VENV/bin/python" -c 'import google.protobuf as p; print(p.__version__)')
 GV=$("$VENV/bin/python" -c 'import grpc; print(grpc.__version__)')
