@@ -25,6 +25,9 @@
 #   BACKEND         the backend both front ends ask for ("": the
 #                   scheduler's choice; "cuda" on the GPU host)
 #   MEASURE_MS      perf_analyzer's window and kernelctl's (2000)
+#   STABILITY       perf_analyzer's stability percentage (25; its own
+#                   default of 10 does not settle at 1 client on a busy host)
+#   MAX_TRIALS      perf_analyzer's windows before it gives up (20)
 #   KERNELD_FLAGS   extra daemon flags (e.g. --grpc_api=sync)
 #   OUT             keep the CSV and JSON records there (default: a
 #                   temporary folder, removed at the end)
@@ -69,7 +72,8 @@ echo "# scale, x float32 [$shape], factor 2, backend ${backend:-as the scheduler
 kserve_level() {
   local level=$1 path=$2 csv=$out/kserve-$2-$1.csv
   local args=(-m scale -i grpc -u "$addr" --shape "x:$shape" --concurrency-range "$level:$level"
-              --request-parameter factor:2:int --percentile 50 -p "$ms" -f "$csv")
+              --request-parameter factor:2:int --percentile 50 -p "$ms" -f "$csv"
+              -s "${STABILITY:-25}" -r "${MAX_TRIALS:-20}")
   [[ -n $backend ]] && args+=(--request-parameter "kerneld.backend:$backend:string")
   case $path in
     cuda) args+=(--shared-memory cuda --output-shared-memory-size $((shape * 4))) ;;
