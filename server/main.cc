@@ -1,4 +1,5 @@
 // kerneld: entry point. Flags, start-up, signals, drain.
+#include <grpc/grpc.h>
 #include <malloc.h>
 #include <signal.h>
 
@@ -70,6 +71,15 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGHUP);  // re-reads --auth_tokens
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  // gRPC stays initialized until the process exits: the library's clean-up
+  // (grpc_shutdown, which ~grpc::Server runs when it holds the last
+  // reference) joins the thread of TCP's backup poller, and that poller
+  // polls for up to 10 s after any write that found a socket full (an
+  // answer to a client that stopped reading, as a cancelled stream's large
+  // unread answer does). kerneld logged "stopped", then took those 10 s to
+  // exit. By then the server has shut down and every call has ended; the
+  // kernel takes back the library's threads and memory at exit.
+  grpc_init();
   kerneld::server::Daemon daemon(cfg);
   if (std::string err = daemon.Start(); !err.empty()) {
     DaemonLog(LogLevel::kError, "start_failed", err);
