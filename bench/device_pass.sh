@@ -21,7 +21,7 @@
 #   service    kerneld beside the echo floors (bench/perf_compare.sh): 16
 #              float32 inline, then scale on 4096 float16 in a CUDA IPC buffer
 #              beside the floor started with --kernel; completion_bench
-#   goals      the service goals table: kerneld default and --grpc_api=sync
+#   goals      the service goals table: kerneld default and --grpc_api=callback
 #              against both floors on each goal's request
 #              (bench/service_goals_table.py), then the work amplification
 #              (bench/host_ab.sh work), stream and unary
@@ -221,7 +221,7 @@ part_service() {
 
 part_goals() {
   local i=0 flags m ipc="--backend cuda --via ipc --dtype float16 --shape 4096"
-  for flags in "" "--grpc_api=sync"; do
+  for flags in "" "--grpc_api=callback"; do
     i=$((i + 1))
     # The GPU request beside the floor that scales the same buffer; 2 MiB
     # inline on the GPU, unary over TCP, one client; 16 float32 inline,

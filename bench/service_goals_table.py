@@ -5,8 +5,8 @@
 
 LOG_DIR holds perf_compare.sh JSON directories: ipc-N (scale on 4096
 float16 in a CUDA IPC buffer, floor --kernel), big-N (1M float16 inline)
-and small-N (16 float32 inline), N = 1 for kerneld's default flags and 2
-for --grpc_api=sync. Each file TRANSPORT-MODE-FLOOR.json alternates a
+and small-N (16 float32 inline), N = 1 for kerneld's default flags (the
+sync API) and 2 for --grpc_api=callback. Each file TRANSPORT-MODE-FLOOR.json alternates a
 kerneld record and its floor's, one pair per concurrency level. A kerneld
 figure is the median over the files it was measured in (once beside each
 floor), except throughput at 32 clients: the best of its paths. The floor
@@ -21,7 +21,7 @@ import os
 import statistics
 import sys
 
-VARIANTS = {1: "default", 2: "--grpc_api=sync"}
+VARIANTS = {1: "default", 2: "--grpc_api=callback"}
 
 
 def load(d):
@@ -105,14 +105,14 @@ def main(root):
          lambda: fbest("big", sel, p50))
 
     print("## Issue 12's goals (scale, 4096 float16 in a CUDA IPC buffer; floor: echo --kernel)")
-    print("| goal | target | kerneld default | kerneld --grpc_api=sync | best floor, same run |")
+    print("| goal | target | kerneld default (sync API) | kerneld --grpc_api=callback | best floor, same run |")
     print("|---|---:|---:|---:|---:|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
 
     print()
     print("## 16 float32 inline: kerneld / best floor (sync or callback), p50 and throughput")
-    print("| transport | mode | clients | default p50 | default throughput | sync API p50 | sync API throughput |")
+    print("| transport | mode | clients | default p50 | default throughput | callback API p50 | callback API throughput |")
     print("|---|---|---:|---:|---:|---:|---:|")
     keys = sorted({(t, m, c) for n in VARIANTS for (t, m, _, c) in data["small"][n]})
     for t, m, c in keys:

@@ -105,11 +105,12 @@ std::string FlagsHelp() {
   --adaptive_spin_us=N   an idle device thread polls up to N us, but only while tasks
                          arrived within the last 8 x N us: no CPU spent when the daemon
                          is idle (0: off)
-  --grpc_api=API         callback (default): every RPC on gRPC's callback API; sync: every
-                         RPC on its sync API, each call handled on the thread that polled
-                         it (an open ExecuteStream holds a thread and runs its requests
-                         one at a time, so one stream shared by many threads loses its
-                         concurrency); measured in docs/performance.md
+  --grpc_api=API         sync (default): every RPC on gRPC's sync API, each call handled
+                         on the thread that polled it (an open ExecuteStream holds a
+                         thread; its requests run concurrently within --stream_window);
+                         callback: every RPC on gRPC's callback API, whose poller threads
+                         hand each call on (slower for few clients; measured in
+                         docs/performance.md)
   --grpc_sync_pollers=N  with --grpc_api=sync: threads that may wait for new calls at once
                          (gRPC's MAX_POLLERS). 0 (default): on a GPU host as many as the
                          GPUs have streams (at least 2), so threads that ran GPU work are kept; without
@@ -596,7 +597,8 @@ std::string ParseFlags(int argc, char** argv, Config* cfg, bool* help) {
     return "--tls_cert, --tls_key and --tls_client_ca only apply to --tls_listen addresses; add "
            "--tls_listen=HOST:PORT";
   if (cfg->grpc_sync_pollers > 0 && cfg->grpc_api != "sync")
-    return "--grpc_sync_pollers bounds gRPC's sync API only; add --grpc_api=sync or drop it";
+    return "--grpc_sync_pollers bounds gRPC's sync API only; use --grpc_api=sync (the default) or "
+           "drop it";
   if (!cfg->allow_insecure_remote) {
     std::vector<std::string> addrs = {cfg->listen};
     addrs.insert(addrs.end(), cfg->extra_listen.begin(), cfg->extra_listen.end());

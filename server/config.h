@@ -25,7 +25,7 @@ struct Config {
   int cpu_threads = 0;                // intra-op threads; 0 = hardware concurrency
   int queue_capacity = 1024;          // per device; full -> RESOURCE_EXHAUSTED
   int worker_spin_us = 0;             // idle device threads poll this long before sleeping
-  std::string grpc_api = "callback";  // Execute/ExecuteStream on gRPC's "callback" or "sync" API
+  std::string grpc_api = "sync";      // every RPC on gRPC's "sync" or "callback" API
   int grpc_sync_pollers = 0;          // sync API's MAX_POLLERS; 0 = automatic (daemon.cc)
   std::string gpu_timing = "host";    // execute_ns of GPU work: "host" span or CUDA "events"
   int adaptive_spin_us = 0;           // ...or this long, while tasks arrived recently

@@ -51,16 +51,30 @@ Status StartAndWait(Start&& start) {
 // past the handler's return.
 class SyncStreamEntry : public DrainableStream {
  public:
-  void Drain() override { draining_.store(true); }
+  void Drain() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_.store(true);
+    if (stream_ != nullptr) stream_->Drain();
+  }
   void Ref() override { refs_.fetch_add(1); }
   void Unref() override {
     if (refs_.fetch_sub(1) == 1) delete this;
   }
   bool draining() const { return draining_.load(); }
+  // The pipelined ExecuteStream the drain reaches (sync_stream.h), while it
+  // serves; null before it is destroyed. One attached after the drain
+  // began is drained at once.
+  void Attach(SyncExecuteStream* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_ = s;
+    if (s != nullptr && draining_.load()) s->Drain();
+  }
 
  private:
   std::atomic<int> refs_{1};
   std::atomic<bool> draining_{false};
+  std::mutex mu_;
+  SyncExecuteStream* stream_ = nullptr;
 };
 
 }  // namespace
@@ -162,6 +176,13 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
   } closer{registry, entry, quota_who};
   SyncExecuteStream s(ctx, stream,
                       {cfg_.stream_window, static_cast<int64_t>(cfg_.stream_buffer_mb) << 20});
+  if (entry != nullptr) entry->Attach(&s);
+  struct Detach {  // before s goes: the drain must not reach it after
+    SyncStreamEntry* entry;
+    ~Detach() {
+      if (entry != nullptr) entry->Attach(nullptr);
+    }
+  } detach{entry};
   return s.Serve(
       [this](const v1::ExecuteRequest& req, v1::ExecuteResponse* resp, CallControl ctl,
              DoneFn done) {
@@ -170,7 +191,6 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
         else
           runner_.Start(req, resp, std::move(ctl), std::move(done));
       },
-      [entry] { return entry != nullptr && entry->draining(); },
       "kerneld is shutting down: this stream's answers are written and it takes no more "
       "messages; retry on another replica");
 }

@@ -1,5 +1,7 @@
 #include "service/sync_stream.h"
 
+#include <grpc/grpc.h>
+
 #include <utility>
 
 #include "service/execute_stream.h"
@@ -84,6 +86,7 @@ void SyncExecuteStream::WriteReady(std::unique_lock<std::mutex>& lock) {
     }
   }
   writing_ = false;
+  EndIfDrainedAndIdle();
   changed_.notify_all();
 }
 
@@ -100,24 +103,55 @@ void SyncExecuteStream::WriterLoop() {
   }
 }
 
-grpc::Status SyncExecuteStream::Serve(const StartFn& start, const std::function<bool()>& draining,
-                                      const std::string& drain_message) {
+void SyncExecuteStream::EndIfDrainedAndIdle() {
+  if (!drained_ || ended_ || !reading_ || inflight_ > 0 || !ready_.empty() || writing_) return;
+  ended_ = true;
+  // The status the callback stream's Finish would send. Read then returns
+  // false and the handler returns; its own status is not sent again.
+  grpc_call_cancel_with_status(ctx_->c_call(), GRPC_STATUS_UNAVAILABLE, drain_message_.c_str(),
+                               nullptr);
+}
+
+void SyncExecuteStream::Drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  drained_ = true;
+  EndIfDrainedAndIdle();
+  changed_.notify_all();
+}
+
+grpc::Status SyncExecuteStream::Serve(const StartFn& start, const std::string& drain_message) {
+  const grpc::Status drained_status(grpc::StatusCode::UNAVAILABLE, drain_message);
   grpc::Status result = grpc::Status::OK;
   handler_ = std::this_thread::get_id();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_message_ = drain_message;
+  }
   for (int64_t n = 1;; ++n) {
     {  // Back-pressure: stop reading while the stream holds its fill.
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait(lock, [&] {
-        return write_failed_ || (inflight_ + static_cast<int>(ready_.size()) < limits_.window &&
-                                 held_bytes_ < limits_.buffer_bytes);
+        return write_failed_ || drained_ ||
+               (inflight_ + static_cast<int>(ready_.size()) < limits_.window &&
+                held_bytes_ < limits_.buffer_bytes);
       });
       if (write_failed_) break;
+      if (drained_) {
+        result = drained_status;
+        break;
+      }
+      reading_ = true;
     }
     Message* m = TakeMessage();
-    if (!stream_->Read(&m->in)) {
+    const bool got = stream_->Read(&m->in);
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      free_.push_back(m);
-      break;
+      reading_ = false;
+      if (!got || ended_) {  // the client's half-close or end, or the drain's end
+        free_.push_back(m);
+        if (drained_) result = drained_status;
+        break;
+      }
     }
     const size_t bytes = m->in.Length();
     CallControl ctl = ControlFor(ctx_);  // admitted before the message is parsed
@@ -143,15 +177,13 @@ grpc::Status SyncExecuteStream::Serve(const StartFn& start, const std::function<
     // request that waited (sync_service.h).
     ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
     start(m->req, &m->resp, std::move(ctl), [this, m](const Status&) { Completed(m); });
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Answers already in (an inline run) go out from here, at once.
-      if (!writing_ && !ready_.empty()) WriteReady(lock);
-      // One still running must be written while this thread reads.
-      if (inflight_ > 0 && !writer_.joinable()) writer_ = std::thread([this] { WriterLoop(); });
-    }
-    if (draining()) {
-      result = grpc::Status(grpc::StatusCode::UNAVAILABLE, drain_message);
+    std::unique_lock<std::mutex> lock(mu_);
+    // Answers already in (an inline run) go out from here, at once.
+    if (!writing_ && !ready_.empty()) WriteReady(lock);
+    // One still running must be written while this thread reads.
+    if (inflight_ > 0 && !writer_.joinable()) writer_ = std::thread([this] { WriterLoop(); });
+    if (drained_) {
+      result = drained_status;
       break;
     }
   }
@@ -159,7 +191,7 @@ grpc::Status SyncExecuteStream::Serve(const StartFn& start, const std::function<
   // client is gone) before the handler returns and gRPC ends the call.
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(lock, [&] { return inflight_ == 0 && !writing_; });
-  if (!ready_.empty() && !write_failed_) WriteReady(lock);
+  if (!ready_.empty() && !write_failed_ && !ended_) WriteReady(lock);
   return result;
 }
 

@@ -54,10 +54,14 @@ class SyncExecuteStream {
 
   // Serves the stream until the client half-closes (OK), a message does
   // not parse (INVALID_ARGUMENT, once the answers due are written), the
-  // client goes away, or draining() turns true after a message
-  // (UNAVAILABLE with `drain_message`, once the answers due are written).
-  grpc::Status Serve(const StartFn& start, const std::function<bool()>& draining,
-                     const std::string& drain_message);
+  // client goes away, or it is drained (UNAVAILABLE with `drain_message`,
+  // once the answers due are written).
+  grpc::Status Serve(const StartFn& start, const std::string& drain_message);
+  // SIGTERM's drain, from any thread: reads no more messages and, once the
+  // answers due are written, ends the stream with UNAVAILABLE. A sync
+  // handler blocked in Read cannot return a status, so an idle stream's call
+  // is ended from here with that status (grpc_call_cancel_with_status).
+  void Drain();
 
  private:
   struct Message {
@@ -73,6 +77,9 @@ class SyncExecuteStream {
   // on entry and exit.
   void WriteReady(std::unique_lock<std::mutex>& lock);
   void WriterLoop();
+  // Under mu_: a drained stream with nothing due and its handler in Read is
+  // ended now, with UNAVAILABLE.
+  void EndIfDrainedAndIdle();
 
   grpc::ServerContext* const ctx_;
   grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* const stream_;
@@ -86,6 +93,10 @@ class SyncExecuteStream {
   bool writing_ = false;        // a thread holds the writing turn
   bool write_failed_ = false;
   bool stop_writer_ = false;
+  bool reading_ = false;  // the handler is in (or about to enter) Read
+  bool drained_ = false;  // Drain() was called
+  bool ended_ = false;    // the call was ended from here
+  std::string drain_message_;
   std::thread writer_;
   std::thread::id handler_;  // Serve's thread
   std::vector<std::unique_ptr<Message>> all_;

@@ -121,6 +121,36 @@ TEST(SyncApi, StreamRunsRequestsConcurrentlyWithinItsWindow) {
   }
 }
 
+// SIGTERM: a sync stream with a request running answers it, then ends
+// UNAVAILABLE (not CANCELLED), as the callback stream does; the daemon exits.
+TEST(SyncApi, DrainAnswersAStreamsRequestThenEndsItUnavailable) {
+  Daemon d({"--grpc_api=sync", "--enable_test_ops"});
+  ASSERT_TRUE(d.ok()) << d.Log();
+  v1::ExecuteRequest slow = ScaleRequest(DType::kFloat32, {16}, 1.0);
+  slow.set_op("_test_sleep");
+  slow.mutable_attrs()->clear();
+  (*slow.mutable_attrs())["ms"].set_f(5);
+  v1::ExecuteResponse warm;
+  ASSERT_TRUE(d.client().Execute(slow, &warm).ok());  // to the pool from now on
+  (*slow.mutable_attrs())["ms"].set_f(600);
+  auto s = d.client().OpenStream();
+  ASSERT_TRUE(s->Send(slow));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (SeriesValue(d.Metrics(), "kerneld_inflight_requests", {}).value_or(0) < 1 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  int exit_code = -2;
+  std::thread term([&] { exit_code = d.Terminate(); });
+  v1::ExecuteResponse resp;
+  ASSERT_TRUE(s->Receive(&resp));
+  EXPECT_EQ(resp.status().code(), 0) << resp.status().message();
+  EXPECT_FALSE(s->Receive(&resp));
+  const grpc::Status st = s->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
+  term.join();
+  EXPECT_EQ(exit_code, 0) << d.Log();
+}
+
 TEST(SyncApi, ListKernelsAndServerInfoStillAnswer) {
   Daemon d({"--grpc_api=sync"});
   ASSERT_TRUE(d.ok()) << d.Log();

@@ -32,13 +32,16 @@ TEST(Config, GpuTimingRefusesOtherValuesByName) {
   EXPECT_NE(err.find("gpu_timing"), std::string::npos) << err;
 }
 
-TEST(Config, GrpcApiIsCallbackByDefaultAndTakesSync) {
+TEST(Config, GrpcApiIsSyncByDefaultAndTakesBothNames) {
   Config d;
   EXPECT_EQ(Parse({}, &d), "");
-  EXPECT_EQ(d.grpc_api, "callback");
+  EXPECT_EQ(d.grpc_api, "sync");
   Config s;
   EXPECT_EQ(Parse({"--grpc_api=sync"}, &s), "");
   EXPECT_EQ(s.grpc_api, "sync");
+  Config cb;
+  EXPECT_EQ(Parse({"--grpc_api=callback"}, &cb), "");
+  EXPECT_EQ(cb.grpc_api, "callback");
   Config bad;
   const std::string err = Parse({"--grpc_api=async"}, &bad);
   EXPECT_NE(err.find("grpc_api"), std::string::npos) << err;
@@ -59,7 +62,7 @@ TEST(Config, GrpcSyncPollersAutomaticByDefaultAndBounded) {
   }
   // The callback API has no pollers to bound: said, not ignored.
   Config cb;
-  const std::string err = Parse({"--grpc_sync_pollers=2"}, &cb);
+  const std::string err = Parse({"--grpc_api=callback", "--grpc_sync_pollers=2"}, &cb);
   EXPECT_NE(err.find("--grpc_api=sync"), std::string::npos) << err;
 }
 
