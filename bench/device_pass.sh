@@ -33,6 +33,11 @@
 #              (SKIP_PROFILE=1 skips it); GPU_PASS_NATIVE=0 runs on grpcio
 #   breakdown  where the Python call's time goes: native_call_probe,
 #              call_breakdown.py (ROUNDS) and gap_probe.py
+#   lane       the same-host lane (docs/lane.md): the Python client on the
+#              lane with torch over CUDA IPC, scale on 4096 float16 with out=,
+#              against torch.mul + synchronize in the same process, beside
+#              the Python gRPC client and kernelctl perf --lane
+#              (client/python/bench/lane_bench.py, its own daemon)
 #   labs       the labs in .device/lab (built only with -DKERNELD_LABS=ON;
 #              bench/labs/README.md): gemm_decode_lab's checks and sweep,
 #              softmax_floor_lab
@@ -267,7 +272,7 @@ python_env() {
 part_python() {
   python_env || { note "python environment" 1; return; }
   KERNELD_BIN=$PWD/$B/bin/kerneld timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider -rs \
-    --junitxml="$log/gpu_pytest.xml" client/python/tests/test_gpu.py \
+    --junitxml="$log/gpu_pytest.xml" client/python/tests/test_gpu.py client/python/tests/test_lane_gpu.py \
     client/python/tests/test_graph.py client/python/tests/test_decode_cache.py \
     >"$log/gpu_pytest.log" 2>&1
   note "python gpu tests" $?
@@ -302,6 +307,14 @@ part_breakdown() {
   note "gap_probe" $?
   cat "$log/gap_probe.txt"
   stop_daemon
+}
+
+part_lane() {
+  python_env || { note "python environment" 1; return; }
+  timeout 300 python3 client/python/bench/lane_bench.py --kerneld "$kerneld" --kernelctl "$kernelctl" \
+    --calls 2000 --rounds "${ROUNDS:-5}" --json "$log/lane_bench.json" >"$log/lane_bench.txt" 2>&1
+  note "lane_bench" $?
+  cat "$log/lane_bench.txt"
 }
 
 part_labs() {
