@@ -1,6 +1,7 @@
 #include "sandbox/admin_service.h"
 
 #include "auth/authenticator.h"
+#include "sandbox/evaluate.h"
 #include "service/kernel_service.h"
 
 namespace kerneld::server::sandbox {
@@ -57,16 +58,10 @@ grpc::Status AdminHandlers::Evaluate(const grpc::ServerContextBase& ctx, const g
   Identity who;
   v1::EvaluateKernelRequest req;
   if (Status st = Begin(ctx, in, &who, &req); !st.ok()) return ToGrpc(st);
-  if (registry.Find(who.principal, req.name()) == nullptr)
-    return ToGrpc(NotFound("EvaluateKernel: no user kernel " + Quote(req.name()) +
-                           " that you can see (ListUserKernels)"));
-  if (!has_gpu)
-    return ToGrpc(FailedPrecondition("EvaluateKernel: " + req.name() +
-                                     " runs on a GPU, and this daemon has none"));
-  (void)out;
-  return ToGrpc({StatusCode::kUnimplemented,
-                 "EvaluateKernel is not served by this daemon yet; run kernelctl kernel eval, "
-                 "which evaluates through Execute"});
+  v1::EvaluateKernelResponse resp;
+  if (Status st = EvaluateKernel(registry, launcher, has_gpu, who, req, &resp); !st.ok())
+    return ToGrpc(st);
+  return SerializeRawMessage(resp, out);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::RegisterKernel(grpc::CallbackServerContext* ctx,

@@ -18,6 +18,7 @@ namespace kerneld::server::sandbox {
 struct AdminHandlers {
   UserKernelRegistry& registry;
   bool has_gpu = false;
+  UserKernelLauncher* launcher = nullptr;  // EvaluateKernel's GPU side; null: none
   grpc::Status Register(const grpc::ServerContextBase& ctx, const grpc::ByteBuffer& in,
                         grpc::ByteBuffer* out);
   grpc::Status Unregister(const grpc::ServerContextBase& ctx, const grpc::ByteBuffer& in,

@@ -17,6 +17,10 @@ enum class Frame : uint32_t {
   kPing = 1,   // -> kReply OK "pong <pid>"
   kRun = 2,    // a launch (worker_cuda.cc's RunRequest) -> kReply
   kReply = 3,  // int32 code, string message
+  // EvaluateKernel's timing: int32 reps, then a kRun payload; the launch is
+  // timed as kernel_bench times (kerneld/gpu_timing.h) -> kReply OK with
+  // the median microseconds as its message ("12.345").
+  kBench = 4,
 };
 
 inline constexpr uint32_t kFrameMagic = 0x6b64736bu;     // "kdsk"

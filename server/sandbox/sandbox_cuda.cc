@@ -4,13 +4,18 @@
 // the worker maps through one IPC handle for that request: the daemon's
 // staging comes from a stream-ordered pool, which IPC cannot export, and
 // the worker must see nothing but the request's own bytes. Outputs are
-// copied back after the worker's reply.
+// copied back after the worker's reply. EvaluateKernel runs here too: the
+// built-in and a device copy timed in the daemon's context, the user kernel
+// timed in the worker (kBench).
 #include <cuda_runtime.h>
 
 #include <map>
 #include <mutex>
 
+#include "absl/strings/numbers.h"
+#include "kerneld/call.h"
 #include "kerneld/check.h"
+#include "kerneld/gpu_timing.h"
 #include "sandbox/run_request.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/user_kernel_setup.h"
@@ -34,9 +39,11 @@ struct DeviceSandbox {
 
 class SandboxLauncher final : public UserKernelLauncher {
  public:
-  SandboxLauncher(const Config& cfg, std::vector<int> ordinals)
+  SandboxLauncher(const Config& cfg, std::vector<DeviceInfo> infos)
       : timeout_(cfg.user_kernel_timeout_ms) {
-    for (int o : ordinals) {
+    for (const DeviceInfo& info : infos) {
+      const int o = info.device.index;
+      infos_[o] = info;
       auto d = std::make_unique<DeviceSandbox>();
       Supervisor::Options opts;
       opts.device = o;
@@ -53,6 +60,15 @@ class SandboxLauncher final : public UserKernelLauncher {
   }
 
   Status Launch(const UserKernel& k, KernelContext& ctx) override {
+    return Run(k, ctx, 0, nullptr);
+  }
+
+  Status Evaluate(const UserKernel& k, const EvaluateProblem& p, EvaluateRun* out) override;
+
+ private:
+  // One launch of `k` on ctx's views, through the arena; with bench_reps > 0
+  // the worker times it (kBench) and *us gets the median.
+  Status Run(const UserKernel& k, KernelContext& ctx, int bench_reps, double* us) {
     const std::string& name = k.spec.name;
     auto dit = devices_.find(ctx.device.device.index);
     if (dit == devices_.end())
@@ -123,8 +139,21 @@ class SandboxLauncher final : public UserKernelLauncher {
       if (a.type == AttrType::kBool) arg = {RunArg::kBool, 0, 0, 0, ctx.attr_b(a.name)};
       req.args.push_back(arg);
     }
-    Status st =
-        dev.supervisor->Call(Frame::kRun, req.Encode(), std::chrono::milliseconds(timeout_), name);
+    Status st;
+    if (bench_reps > 0) {
+      // Warm-up, flushes and the timed runs: each launch gets the timeout.
+      const int32_t reps = bench_reps;
+      std::string payload(reinterpret_cast<const char*>(&reps), sizeof reps);
+      payload += req.Encode();
+      st = dev.supervisor->Call(Frame::kBench, payload,
+                                std::chrono::milliseconds(int64_t{timeout_} * (bench_reps + 4)),
+                                name);
+      if (st.ok() && !absl::SimpleAtod(st.message(), us))
+        st = Internal(name + ": the sandbox worker's timing is malformed");
+    } else {
+      st = dev.supervisor->Call(Frame::kRun, req.Encode(), std::chrono::milliseconds(timeout_),
+                                name);
+    }
     // The arena is reused by the next request, maybe another principal's:
     // nothing of this one stays in it (after the copies back, in stream order).
     struct Wipe {
@@ -153,7 +182,6 @@ class SandboxLauncher final : public UserKernelLauncher {
     return Status::Ok();
   }
 
- private:
   // An arena of at least `bytes`, exported once; grown by replacing it.
   Status EnsureArena(DeviceSandbox& d, uint64_t bytes) {
     if (d.arena_bytes >= bytes) return Status::Ok();
@@ -174,17 +202,139 @@ class SandboxLauncher final : public UserKernelLauncher {
 
   const int timeout_;
   std::map<int, std::unique_ptr<DeviceSandbox>> devices_;
+  std::map<int, DeviceInfo> infos_;
 };
+
+// Device memory and a stream of the daemon's own for one evaluation, freed
+// on every path.
+struct EvalScope {
+  cudaStream_t stream = nullptr;
+  std::vector<void*> allocs;
+  ~EvalScope() {
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    for (void* p : allocs) cudaFree(p);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  void* Alloc(int64_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1))) != cudaSuccess)
+      return nullptr;
+    allocs.push_back(p);
+    return p;
+  }
+  // ctx's inputs: the problem's values on the device, then its outputs laid
+  // out by the op's schema (kerneld/call.h), as kernel_bench's DeviceCall.
+  Status Prepare(const OpDef& op, const EvaluateProblem& p, const DeviceInfo& info,
+                 KernelContext* ctx) {
+    ctx->device = info;
+    ctx->stream = stream;
+    for (const InputDef& in : op.inputs) {
+      const HostTensor& t = p.inputs.at(in.name);
+      TensorView v;
+      v.device = info.device;
+      v.dtype = t.dtype;
+      v.shape = t.shape;
+      const std::string bytes = Encode(t.dtype, t.values);
+      v.data = Alloc(static_cast<int64_t>(bytes.size()));
+      if (v.data == nullptr) return ResourceExhausted("EvaluateKernel: device memory for inputs");
+      if (cudaError_t e = cudaMemcpy(v.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+          e != cudaSuccess)
+        return Internal("EvaluateKernel: copying inputs: " + CudaError(e));
+      ctx->inputs.push_back(v);
+    }
+    return PrepareCall(
+        op, p.attrs, "", [this](const OutputSpec&, int64_t n) { return Alloc(n); }, ctx);
+  }
+};
+
+// ctx's outputs, read back to the host.
+Status ReadOutputs(const KernelContext& ctx, HostTensors* out) {
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    const TensorView& v = ctx.outputs[i];
+    std::string bytes(static_cast<size_t>(v.nbytes()), '\0');
+    if (cudaError_t e = cudaMemcpy(bytes.data(), static_cast<const char*>(v.data) + v.byte_offset,
+                                   bytes.size(), cudaMemcpyDeviceToHost);
+        e != cudaSuccess)
+      return Internal("EvaluateKernel: reading outputs: " + CudaError(e));
+    HostTensor t{v.dtype, v.shape, {}};
+    if (!Decode(v.dtype, bytes, &t.values)) return Internal("EvaluateKernel: output size");
+    (*out)[ctx.op->outputs[i].name] = std::move(t);
+  }
+  return Status::Ok();
+}
+
+Status SandboxLauncher::Evaluate(const UserKernel& k, const EvaluateProblem& p, EvaluateRun* out) {
+  const int ord = p.device >= 0 ? p.device : (devices_.empty() ? -1 : devices_.begin()->first);
+  auto info_it = infos_.find(ord);
+  if (info_it == infos_.end())
+    return InvalidArgument("EvaluateKernel: no GPU cuda:" + std::to_string(ord) + " here");
+  const DeviceInfo& info = info_it->second;
+  out->device = info.device.ToString();
+  if (cudaError_t e = cudaSetDevice(ord); e != cudaSuccess)
+    return Internal("EvaluateKernel: " + CudaError(e));
+  EvalScope scope;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&scope.stream, cudaStreamNonBlocking);
+      e != cudaSuccess)
+    return Internal("EvaluateKernel: " + CudaError(e));
+  // The built-in's implementation the static ranking picks on this GPU
+  // (not nvrtc: its own compile would be timed).
+  KernelContext bctx;
+  KERNELD_RETURN_IF_ERROR(scope.Prepare(*p.builtin, p, info, &bctx));
+  const ImplDef* impl = nullptr;
+  for (const ImplDef& i : p.builtin->impls) {
+    if (i.requires_.device_kind != DeviceKind::kCuda || i.backend == "nvrtc") continue;
+    if (i.requires_.RejectDevice(info) || i.requires_.RejectRequest(bctx)) continue;
+    if (impl == nullptr || i.priority > impl->priority) impl = &i;
+  }
+  if (impl == nullptr)
+    return FailedPrecondition("EvaluateKernel: " + p.builtin->name +
+                              " has no CUDA implementation for " + out->device +
+                              " and these inputs");
+  out->builtin_backend = impl->backend;
+  // Outputs first, each op on inputs of its own (an in-place op writes them).
+  KERNELD_RETURN_IF_ERROR(impl->fn(bctx));
+  if (cudaError_t e = cudaStreamSynchronize(scope.stream); e != cudaSuccess)
+    return Internal("EvaluateKernel: " + p.builtin->name + ": " + CudaError(e));
+  KERNELD_RETURN_IF_ERROR(ReadOutputs(bctx, &out->builtin_outputs));
+  KernelContext uctx;
+  KERNELD_RETURN_IF_ERROR(scope.Prepare(*p.user, p, info, &uctx));
+  KERNELD_RETURN_IF_ERROR(Run(k, uctx, 0, nullptr));
+  if (cudaError_t e = cudaStreamSynchronize(scope.stream); e != cudaSuccess)
+    return Internal("EvaluateKernel: " + CudaError(e));
+  KERNELD_RETURN_IF_ERROR(ReadOutputs(uctx, &out->user_outputs));
+  // Timing: kernel_bench's method (kerneld/gpu_timing.h); the user kernel's
+  // in the sandbox worker, on the arena the same bytes were copied into.
+  L2ReadFlush flush;
+  KERNELD_RETURN_IF_ERROR(flush.Init());
+  int64_t bytes = 0;
+  for (const auto& v : bctx.inputs) bytes += v.nbytes();
+  for (const auto& v : bctx.outputs) bytes += v.nbytes();
+  void* ca = scope.Alloc(bytes / 2);
+  void* cb = scope.Alloc(bytes / 2);
+  if (ca == nullptr || cb == nullptr)
+    return ResourceExhausted("EvaluateKernel: device memory for the copy");
+  KERNELD_RETURN_IF_ERROR(FlushedMedianUs(
+      scope.stream, p.iterations, flush,
+      [&] {
+        cudaError_t e = cudaMemcpyAsync(cb, ca, static_cast<size_t>(bytes / 2),
+                                        cudaMemcpyDeviceToDevice, scope.stream);
+        return e == cudaSuccess ? Status::Ok() : Internal("copy: " + CudaError(e));
+      },
+      &out->copy_us));
+  KERNELD_RETURN_IF_ERROR(FlushedMedianUs(
+      scope.stream, p.iterations, flush, [&] { return impl->fn(bctx); }, &out->builtin_us));
+  return Run(k, uctx, p.iterations, &out->user_us);
+}
 
 }  // namespace
 
 std::unique_ptr<UserKernelLauncher> MakeSandboxLauncher(const Config& cfg,
                                                         const DeviceManager& devices) {
-  std::vector<int> ordinals;
+  std::vector<DeviceInfo> infos;
   for (const auto& w : devices.workers())
-    if (w->info().device.is_cuda()) ordinals.push_back(w->info().device.index);
-  if (ordinals.empty()) return nullptr;
-  return std::make_unique<SandboxLauncher>(cfg, std::move(ordinals));
+    if (w->info().device.is_cuda()) infos.push_back(w->info());
+  if (infos.empty()) return nullptr;
+  return std::make_unique<SandboxLauncher>(cfg, std::move(infos));
 }
 
 }  // namespace kerneld::server::sandbox

@@ -41,7 +41,7 @@ std::unique_ptr<UserKernelServices> StartUserKernels(const Config& cfg,
   s->registry =
       std::make_unique<UserKernelRegistry>(policy, ccs, s->cache.get(), s->launcher.get());
   SetUserKernels(s->registry.get());
-  AdminHandlers h{*s->registry, !ccs.empty()};
+  AdminHandlers h{*s->registry, !ccs.empty(), s->launcher.get()};
   if (sync_api)
     s->service = std::make_unique<AdminServiceSyncImpl>(h);
   else

@@ -44,12 +44,36 @@ struct UserKernel {
   const CompiledUserKernel* ForDevice(int cc) const;
 };
 
+// EvaluateKernel's problem, checked on the host (evaluate.h): the user op
+// and the built-in on the same inputs and attrs.
+struct EvaluateProblem {
+  const OpDef* user = nullptr;
+  const OpDef* builtin = nullptr;
+  HostTensors inputs;
+  AttrMap attrs;
+  int device = -1;  // CUDA ordinal; -1: the first GPU
+  int iterations = 30;
+};
+// What the GPU gave: each op's outputs, and the median microseconds.
+struct EvaluateRun {
+  HostTensors user_outputs, builtin_outputs;
+  double user_us = 0, builtin_us = 0, copy_us = 0;
+  std::string builtin_backend, device;
+};
+
 // Runs a user kernel's launch for a validated call (the sandbox's
 // supervisor on a CUDA build); null: this build cannot.
 class UserKernelLauncher {
  public:
   virtual ~UserKernelLauncher() = default;
   virtual Status Launch(const UserKernel& kernel, KernelContext& ctx) = 0;
+  // EvaluateKernel on a GPU: the user kernel run and timed in the sandbox,
+  // the built-in and a device copy of the same bytes in the daemon's
+  // context, each as kernel_bench times (kerneld/gpu_timing.h).
+  virtual Status Evaluate(const UserKernel& kernel, const EvaluateProblem& p, EvaluateRun* out) {
+    (void)kernel, (void)p, (void)out;
+    return FailedPrecondition("this build cannot run user kernels");
+  }
 };
 
 struct UserKernelPolicy {

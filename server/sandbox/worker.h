@@ -14,5 +14,8 @@ namespace kerneld::server::sandbox {
 // Makes the worker's context on `device` (the ping's answer waits for it).
 Status InitWorkerDevice(int device);
 Status RunInWorker(std::string_view payload);
+// A kBench frame: the kRun payload after its int32 reps, launched 3 + reps
+// times with an L2 read-flush before each timed one; *median_us.
+Status BenchInWorker(std::string_view payload, double* median_us);
 
 }  // namespace kerneld::server::sandbox

@@ -56,6 +56,10 @@ int SandboxWorkerMain(int argc, char** argv) {
       st = init.ok() ? Status::Ok() : init;
     } else if (kind == Frame::kRun) {
       st = fake ? FakeRun(payload) : RunInWorker(payload);
+    } else if (kind == Frame::kBench && !fake) {
+      double us = 0;
+      st = BenchInWorker(payload, &us);
+      if (st.ok()) st = Status(StatusCode::kOk, std::to_string(us));
     } else {
       st = InvalidArgument("unknown frame");
     }

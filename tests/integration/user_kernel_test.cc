@@ -293,6 +293,84 @@ TEST(UserKernels, ExecuteValidatesThenSaysWhyItCannotRun) {
   EXPECT_EQ(d.Terminate(), 0);
 }
 
+grpc::Status Evaluate(KernelClient& c, const v1::EvaluateKernelRequest& req,
+                      v1::EvaluateKernelResponse* resp) {
+  auto stub = v1::AdminService::NewStub(c.channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return stub->EvaluateKernel(&ctx, req, resp);
+}
+
+v1::EvaluateKernelRequest ScaleEval(const std::string& name = "my_scale") {
+  v1::EvaluateKernelRequest r;
+  r.set_name(name);
+  r.set_against("scale");
+  (*r.mutable_shapes())["x"].add_dims(4096);
+  (*r.mutable_attrs())["factor"].set_f(2.0);
+  return r;
+}
+
+// EvaluateKernel checks everything a host can (the kernel, the built-in,
+// their schemas on the drawn inputs, the reference) before it says it
+// needs a GPU: a CPU daemon answers a bad request as a GPU daemon would.
+TEST(UserKernels, EvaluateChecksThenNeedsAGpu) {
+  Scratch s;
+  Daemon d(s.Flags({"--allow_user_kernels"}));
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto admin = As(d, kAdmin);
+  REQUIRE_NVRTC(d, *admin);
+  v1::RegisterKernelResponse reg;
+  ASSERT_TRUE(Register(*admin, ScaleRequest(), &reg).ok());
+  v1::EvaluateKernelResponse out;
+
+  grpc::Status st = Evaluate(*admin, ScaleEval(), &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  EXPECT_NE(st.error_message().find("my_scale runs on a GPU, and this daemon has none"),
+            std::string::npos)
+      << st.error_message();
+
+  auto req = ScaleEval("nope");
+  EXPECT_EQ(Evaluate(*admin, req, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Evaluate(*As(d, kAdmin2), ScaleEval(), &out).error_code(),
+            grpc::StatusCode::NOT_FOUND);  // another principal's
+  req = ScaleEval();
+  req.set_against("no_such_op");
+  st = Evaluate(*admin, req, &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
+  EXPECT_NE(st.error_message().find("no_such_op"), std::string::npos) << st.error_message();
+  req = ScaleEval();
+  req.set_against("rmsnorm");  // inputs x, weight
+  st = Evaluate(*admin, req, &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("the inputs differ"), std::string::npos) << st.error_message();
+  req = ScaleEval();
+  req.mutable_shapes()->clear();
+  st = Evaluate(*admin, req, &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("input 'x' needs a shape"), std::string::npos)
+      << st.error_message();
+  req = ScaleEval();
+  (*req.mutable_shapes())["x"].set_dims(0, int64_t{1} << 40);
+  EXPECT_EQ(Evaluate(*admin, req, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  (*req.mutable_shapes())["x"].set_dims(0, -3);
+  EXPECT_EQ(Evaluate(*admin, req, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req = ScaleEval();
+  req.mutable_attrs()->clear();  // the user kernel's 'factor' is required
+  st = Evaluate(*admin, req, &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("factor"), std::string::npos) << st.error_message();
+  req = ScaleEval();
+  req.set_dtype("int8");
+  EXPECT_EQ(Evaluate(*admin, req, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req = ScaleEval();
+  req.set_iterations(100000);
+  EXPECT_EQ(Evaluate(*admin, req, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req = ScaleEval();
+  req.set_device("gpu0");
+  EXPECT_EQ(Evaluate(*admin, req, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
 TEST(UserKernels, RolesVisibilityAndRateLimit) {
   Scratch s;
   Daemon d(s.Flags({"--allow_user_kernels=admin,user", "--user_kernel_compiles_per_minute=2"}));
