@@ -28,6 +28,7 @@
 #include "graph_commands.h"
 #include "input_gen.h"
 #include "jit_commands.h"
+#include "kernel_commands.h"
 #include "kerneld/percentile.h"
 #include "lane_client.h"
 #include "lane_perf.h"
@@ -713,6 +714,8 @@ int main(int argc, char** argv) {
   CLI::App* buffers = AddBuffersCommand(app, &bo);
   JitOptions jo;
   CLI::App* jit = AddJitCommand(app, &jo);
+  KernelOptions ko;
+  CLI::App* kernel = AddKernelCommand(app, &ko);
   GraphOptions go;
   CLI::App* graph = AddGraphCommand(app, &go);
 
@@ -802,8 +805,9 @@ int main(int argc, char** argv) {
   perf->add_option("--json", pf.json, "write one JSON record per level and target to FILE")
       ->type_name("FILE");
 
-  for (CLI::App* sub : {info, list, health, buffers, jit, graph, replay, run, perf})
+  for (CLI::App* sub : {info, list, health, buffers, jit, kernel, graph, replay, run, perf})
     sub->footer(kGlobalsNote);
+  for (CLI::App* sub : kernel->get_subcommands({})) sub->footer(kGlobalsNote);
   for (CLI::App* sub : buffers->get_subcommands({})) sub->footer(kGlobalsNote);
   for (CLI::App* sub : jit->get_subcommands({})) sub->footer(kGlobalsNote);
 
@@ -845,7 +849,7 @@ int main(int argc, char** argv) {
         app.get_subcommands().empty()) {
       std::fprintf(
           stderr,
-          "kernelctl: unknown command '%s' (info, list, health, buffers, jit, graph, replay, "
+          "kernelctl: unknown command '%s' (info, list, health, buffers, jit, kernel, graph, replay, "
           "run, perf); kernelctl --help describes them\n",
           word.c_str());
       return 2;
@@ -900,6 +904,7 @@ int main(int argc, char** argv) {
   }
   if (buffers->parsed()) return BuffersCommand(c, bo);
   if (jit->parsed()) return JitCommand(c, jo);
+  if (kernel->parsed()) return KernelCommand(c, ko);
   if (graph->parsed()) return GraphCommand(c, g.target, go);
   if (replay->parsed()) return ReplayCommand(c, rf);
   if (run->parsed()) {
