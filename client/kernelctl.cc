@@ -35,6 +35,7 @@
 #include "perf.h"
 #include "reference.h"
 #include "replay.h"
+#include "tune_command.h"
 #include "tensor_util.h"
 
 #ifdef KERNELD_WITH_CUDA
@@ -718,6 +719,9 @@ int main(int argc, char** argv) {
   CLI::App* kernel = AddKernelCommand(app, &ko);
   GraphOptions go;
   CLI::App* graph = AddGraphCommand(app, &go);
+  TuneOptions to;
+  CLI::App* tune = AddTuneCommand(app, &to);
+  tune->footer(kGlobalsNote);
 
   ReplayFlags rf;
   CLI::App* replay = app.add_subcommand(
@@ -849,7 +853,7 @@ int main(int argc, char** argv) {
         app.get_subcommands().empty()) {
       std::fprintf(
           stderr,
-          "kernelctl: unknown command '%s' (info, list, health, buffers, jit, kernel, graph, replay, "
+          "kernelctl: unknown command '%s' (info, list, health, buffers, jit, tune, kernel, graph, replay, "
           "run, perf); kernelctl --help describes them\n",
           word.c_str());
       return 2;
@@ -904,6 +908,7 @@ int main(int argc, char** argv) {
   }
   if (buffers->parsed()) return BuffersCommand(c, bo);
   if (jit->parsed()) return JitCommand(c, jo);
+  if (tune->parsed()) return TuneCommand(c, to);
   if (kernel->parsed()) return KernelCommand(c, ko);
   if (graph->parsed()) return GraphCommand(c, g.target, go);
   if (replay->parsed()) return ReplayCommand(c, rf);

@@ -205,6 +205,12 @@ std::string Daemon::Start() {
   // method in the server would add gRPC's callback pollers to every call
   // (service/health_service.h).
   const bool sync_api = cfg_.grpc_api == "sync";
+  tune_handler_ =
+      std::make_unique<TuneHandler>(cfg_, *devices_, runner_->scheduler().tuning());
+  if (sync_api)
+    tuning_service_ = std::make_unique<TuningServiceSyncImpl>(*tune_handler_);
+  else
+    tuning_service_ = std::make_unique<TuningServiceImpl>(*tune_handler_);
   if (sync_api) {
     service_ = std::make_unique<KernelServiceSyncImpl>(cfg_, *runner_);
     buffer_service_ = std::make_unique<BufferServiceSyncImpl>(*buffer_handlers_);
@@ -288,6 +294,7 @@ std::string Daemon::Start() {
   builder.RegisterService(service_.get());
   builder.RegisterService(buffer_service_.get());
   builder.RegisterService(jit_service_.get());
+  builder.RegisterService(tuning_service_.get());
   builder.RegisterService(user_kernels_->service.get());
   builder.RegisterService(kserve_service_.get());
   if (sync_health_) builder.RegisterService(sync_health_.get());

@@ -27,6 +27,7 @@
 #include "service/request_runner.h"
 #include "graph/graph_runner.h"
 #include "service/stream_registry.h"
+#include "service/tuning_service.h"
 
 namespace kerneld::server {
 
@@ -73,6 +74,9 @@ class Daemon {
   std::unique_ptr<BufferHandlers> buffer_handlers_;
   std::unique_ptr<grpc::Service> buffer_service_;  // on the API --grpc_api names
   std::unique_ptr<grpc::Service> jit_service_;     // kerneld.v1.JitService, likewise
+  // kerneld.v1.TuningService (Tune, `kernelctl tune`), on the same API.
+  std::unique_ptr<TuneHandler> tune_handler_;
+  std::unique_ptr<grpc::Service> tuning_service_;
   // --grpc_api=sync: the health service is kerneld's own (a callback one in
   // a sync server costs every request; service/health_service.h).
   std::unique_ptr<SyncHealthService> sync_health_;

@@ -15,6 +15,8 @@ class CpuWorker final : public DeviceWorker {
   // workers: requests run at once; threads: intra-op pool size (0 = all cores).
   CpuWorker(int workers, int threads, int capacity);
   ~CpuWorker() override { Stop(); }
+  // The intra-op pool requests run on (the offline sweep times on it too).
+  ThreadPool* pool() const { return pool_.get(); }
 
  protected:
   Status Execute(Task& task, TaskTiming* timing) override;
