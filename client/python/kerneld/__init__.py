@@ -9,12 +9,12 @@ docs/python.md has the rules (streams, ownership, errors).
 from . import _grpc_log  # first: before anything imports grpc (it says why)
 from ._errors import (KerneldError, InvalidArgument, NotFound, FailedPrecondition,
                       ResourceExhausted, Unavailable, DeadlineExceeded, PermissionDenied,
-                      Unauthenticated, Cancelled, Internal)
+                      Unauthenticated, Cancelled, Internal, AlreadyExists)
 from ._client import Client, Stream, Handle
 from . import aio
 
 __version__ = "0.1.0"
 __all__ = ["Client", "Stream", "Handle", "KerneldError", "InvalidArgument", "NotFound",
            "FailedPrecondition", "ResourceExhausted", "Unavailable", "DeadlineExceeded",
-           "PermissionDenied", "Unauthenticated", "Cancelled", "Internal", "aio"]
+           "PermissionDenied", "Unauthenticated", "Cancelled", "Internal", "AlreadyExists", "aio"]
 

@@ -19,6 +19,7 @@ from ._transport import CallStream
 from . import _lane
 from . import _native
 from . import _plan
+from . import _user_kernels
 from ._tensors import NAMES, to_arg
 
 _KS = "/kerneld.v1.KernelService/"
@@ -78,6 +79,7 @@ def _methods(channel):
         "RenewLease": uu(_BS + "RenewLease", pb.RenewLeaseRequest, pb.RenewLeaseResponse),
         "ListBuffers": uu(_BS + "ListBuffers", pb.ListBuffersRequest, pb.ListBuffersResponse),
         "Health": channel.unary_unary("/grpc.health.v1.Health/Check"),
+        **_user_kernels.methods(channel, uu),
     }
 
 
@@ -627,6 +629,69 @@ class Client(_Base):
             if plan is not None:
                 self._plans.put(pk[0], plan)
         return result
+
+    # ---- user kernels (docs/user-kernels.md) ----
+    def register_kernel(self, source, entry=None, spec=None, name=None, replace=False, arch=None,
+                        compile_options=None, timeout=None):
+        """Registers CUDA `source` as an op and returns its method, called like a built-in's.
+
+        spec: a dict (or its JSON) of RegisterKernelRequest's fields: name,
+        inputs, outputs, attrs, launch, options, doc (dtypes by name,
+        "float32"), as kernelctl's spec files; entry (or the spec's "entry",
+        else the name) is the __global__ function. The daemon compiles it
+        with NVRTC: a compile error is InvalidArgument carrying the log; a
+        built-in's name, or your own without replace=True, AlreadyExists.
+        The method's .registration is the answer as a dict (owner,
+        compile_log, resources per arch, cache_hit, compile_seconds).
+        """
+        req = _user_kernels.register_request(source, entry, spec if spec is not None else {},
+                                             name, replace, arch, compile_options)
+        resp = self._rpc("RegisterKernel", req, timeout)
+        self._forget_op(req.name)
+        self._schemas = None
+        self._load_schemas()
+        if req.name not in self._schemas:  # unseen: a daemon that lists it only later
+            raise error_for(grpc.StatusCode.NOT_FOUND,
+                            "register_kernel: %s registered but ListKernels does not show it" %
+                            req.name)
+        m = self._op_method(req.name)
+        m.registration = _msg_dict(resp)
+        object.__setattr__(self, req.name, m)
+        return m
+
+    def unregister_kernel(self, name, timeout=None):
+        """Removes your user kernel `name` (NotFound when you have none)."""
+        self._rpc("UnregisterKernel", _user_kernels.pb.UnregisterKernelRequest(name=name), timeout)
+        self._forget_op(name)
+        self._schemas = None
+
+    def list_user_kernels(self, all_principals=False, timeout=None):
+        """Your user kernels as dicts (kernel: the schema, owner, entry, launch, resources,
+        source_sha256, calls, faults); all_principals=True: everyone's (admins)."""
+        resp = self._rpc("ListUserKernels",
+                         _user_kernels.pb.ListUserKernelsRequest(all_principals=all_principals),
+                         timeout)
+        return [_msg_dict(k) for k in resp.kernels]
+
+    def evaluate_kernel(self, name, against, shapes, dtype="float32", attrs=None, iterations=0,
+                        seed=0, device="", timeout=None):
+        """Runs user kernel `name` and built-in op `against` on the same random inputs (on a GPU).
+
+        shapes: {input: shape}, or one shape for the op's first input. Returns
+        a dict: errors (per output: max_abs_error, max_rel_error against the
+        float64 reference, and the built-in's own), user_us, builtin_us and
+        copy_us (median of `iterations` runs, L2 read-flushed, as
+        kernel_bench times), builtin_backend, device, iterations. A daemon
+        without a GPU raises FailedPrecondition once the request checks out.
+        """
+        req = _user_kernels.evaluate_request(
+            name, against, shapes, lambda: self.describe(against)["inputs"][0]["name"], dtype,
+            attrs, iterations, seed, device)
+        return _msg_dict(self._rpc("EvaluateKernel", req, timeout))
+
+    def _forget_op(self, name):
+        # The op's cached method (set on first use) goes with its schema.
+        self.__dict__.pop(name, None)
 
     def graph(self, device=""):
         """A Graph: steps recorded as g.<op>(...), run as one ExecuteGraph by g.run() (_graph.py)."""

@@ -11,7 +11,7 @@ import grpc
 
 __all__ = ["KerneldError", "InvalidArgument", "NotFound", "FailedPrecondition",
            "ResourceExhausted", "Unavailable", "DeadlineExceeded", "PermissionDenied",
-           "Unauthenticated", "Cancelled", "Internal"]
+           "Unauthenticated", "Cancelled", "Internal", "AlreadyExists"]
 
 
 class KerneldError(Exception):
@@ -76,6 +76,11 @@ class Internal(KerneldError):
     """A kernel or CUDA call failed in the daemon (INTERNAL)."""
 
 
+class AlreadyExists(KerneldError):
+    """A name that is taken (ALREADY_EXISTS): a user kernel named like a built-in op or one of
+    yours (register_kernel(..., replace=True) replaces your own)."""
+
+
 _BY_CODE = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -87,6 +92,7 @@ _BY_CODE = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.CANCELLED: Cancelled,
     grpc.StatusCode.INTERNAL: Internal,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
 }
 _BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
 
