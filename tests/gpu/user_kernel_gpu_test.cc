@@ -3,7 +3,8 @@
 // __trap(), one that reads memory it was not given and one that never ends
 // each fail their own request with the right code, while built-in ops on
 // the same GPU, running meanwhile, see no error; the sandbox is replaced
-// each time. Exits 77 (skipped) without a GPU.
+// each time. EvaluateKernel checks and times the user scale against the
+// built-in. Exits 77 (skipped) without a GPU.
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -120,6 +121,59 @@ TEST_F(UserKernelGpu, ScaleMatchesTheBuiltinBitForBit) {
     EXPECT_EQ(mine.outputs().at("y").inline_data(), builtin.outputs().at("y").inline_data())
         << "n=" << n;
   }
+}
+
+// EvaluateKernel: the user scale against the built-in on 2^24 floats. Both
+// outputs are bit-identical (above), so both are as far from the float64
+// reference (a float32 product's rounding, at most 2^-24 relative); both
+// are timed, beside a copy of the same bytes. A kernel that faults while
+// evaluated fails INTERNAL like an Execute, and the next evaluation runs on
+// a fresh sandbox.
+TEST_F(UserKernelGpu, EvaluateAgainstTheBuiltinScale) {
+  ASSERT_TRUE(Register(Spec("user_scale", "if (i < n) y[i] = x[i] * factor;")).ok());
+  ASSERT_TRUE(Register(Spec("trapper", "if (i == 0) __trap();")).ok());
+  auto stub = v1::AdminService::NewStub(admin().channel());
+  auto evaluate = [&](const std::string& name, v1::EvaluateKernelResponse* resp) {
+    v1::EvaluateKernelRequest req;
+    req.set_name(name);
+    req.set_against("scale");
+    (*req.mutable_shapes())["x"].add_dims(int64_t{1} << 24);
+    (*req.mutable_attrs())["factor"].set_f(1.7);
+    req.set_iterations(20);
+    req.set_seed(3);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    return stub->EvaluateKernel(&ctx, req, resp);
+  };
+  v1::EvaluateKernelResponse r;
+  grpc::Status st = evaluate("user_scale", &r);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(r.errors_size(), 1);
+  const auto& e = r.errors(0);
+  EXPECT_EQ(e.output(), "y");
+  EXPECT_EQ(e.max_abs_error(), e.builtin_max_abs_error());
+  EXPECT_EQ(e.max_rel_error(), e.builtin_max_rel_error());
+  EXPECT_GT(e.max_abs_error(), 0);  // float32 rounding, seen against float64
+  EXPECT_LE(e.max_rel_error(), 6.0e-8);
+  EXPECT_EQ(r.builtin_backend(), "cuda");
+  EXPECT_EQ(r.device(), "cuda:0");
+  EXPECT_EQ(r.iterations(), 20);
+  EXPECT_GT(r.copy_us(), 0);
+  EXPECT_GT(r.builtin_us(), 0);
+  EXPECT_GT(r.user_us(), 0);
+  // Both move 128 MiB at memory speed: the user kernel's time is its launch
+  // alone (not the sandbox's copies), within a small factor of the built-in's.
+  EXPECT_LT(r.user_us(), 3 * r.builtin_us()) << r.user_us() << " vs " << r.builtin_us();
+  EXPECT_LT(r.builtin_us(), 3 * r.copy_us()) << r.builtin_us() << " vs copy " << r.copy_us();
+  std::printf("user_scale %.1f us, scale (%s) %.1f us, copy %.1f us, max rel err %.3g\n",
+              r.user_us(), r.builtin_backend().c_str(), r.builtin_us(), r.copy_us(),
+              e.max_rel_error());
+
+  st = evaluate("trapper", &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL) << st.error_message();
+  EXPECT_NE(st.error_message().find("trapper"), std::string::npos) << st.error_message();
+  st = evaluate("user_scale", &r);
+  EXPECT_TRUE(st.ok()) << st.error_message();
 }
 
 TEST_F(UserKernelGpu, FaultsFailTheirOwnRequestOnly) {
