@@ -42,6 +42,7 @@ v1::TuneRequest TuneTwoSpeed() {
   req.set_op("_test_two_speed");
   req.add_dtypes("float32");
   req.set_repeats(5);
+  req.set_device("cpu");  // a GPU host would tune its GPUs, where the op has no impl
   (*req.add_problems()->mutable_shapes())["x"].add_dims(64);
   return req;
 }
@@ -135,7 +136,9 @@ TEST(Tune, KernelctlTunePrintsTheChoiceAndWritesTheFile) {
   const std::string ctl = std::string(KERNELCTL_BINARY) + " --target " + d.unix_target() + " ";
   std::string out;
   ASSERT_EQ(
-      RunCapture(ctl + "tune _test_two_speed --shapes 'x=64;x=1000,fast_ms=0.2' --repeats 3", &out),
+      RunCapture(
+          ctl + "tune _test_two_speed --device cpu --shapes 'x=64;x=1000,fast_ms=0.2' --repeats 3",
+          &out),
       0)
       << out;
   EXPECT_NE(out.find("float32 x=[64] on cpu [float32 numel<=64]:"), std::string::npos) << out;
@@ -155,8 +158,7 @@ TEST(Tune, KernelctlTunePrintsTheChoiceAndWritesTheFile) {
   EXPECT_EQ(RunCapture(ctl + "tune _test_two_speed", &out), 2);
   EXPECT_NE(out.find("tune needs --shapes or --shapes-file"), std::string::npos) << out;
   EXPECT_EQ(RunCapture(ctl + "tune _test_two_speed --shapes x=64 --dtype float99", &out), 1);
-  EXPECT_NE(out.find("INVALID_ARGUMENT: Tune: unknown dtype 'float99'"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("INVALID_ARGUMENT: Tune: unknown dtype 'float99'"), std::string::npos) << out;
 }
 
 TEST(Tune, RefusesNonAdminsAndBadRequests) {
