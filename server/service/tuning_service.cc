@@ -118,8 +118,12 @@ Status TuneHandler::Tune(const Identity& who, const v1::TuneRequest& req,
     return InvalidArgument("Tune: repeats is 1-" + std::to_string(kMaxRepeats) + " (0: 30)");
   const int repeats = req.repeats() == 0 ? 30 : req.repeats();
   AttrMap common;
-  for (const auto& [n, v] : req.attrs())
-    KERNELD_RETURN_IF_ERROR(FromProto([&] { return "Tune: attr '" + n + "'"; }, v, &common[n]));
+  // Pairs, not structured bindings: clang before 16 cannot capture those.
+  for (const auto& kv : req.attrs()) {
+    const std::string& n = kv.first;
+    KERNELD_RETURN_IF_ERROR(
+        FromProto([&] { return "Tune: attr '" + n + "'"; }, kv.second, &common[n]));
+  }
   if (req.problems_size() == 0)
     return InvalidArgument("Tune: no problems (each names every input's shape)");
   if (req.problems_size() > kMaxProblems)
@@ -129,7 +133,8 @@ Status TuneHandler::Tune(const Identity& who, const v1::TuneRequest& req,
     const v1::TuneProblem& tp = req.problems(pi);
     const std::string at = "Tune: problem " + std::to_string(pi + 1);
     Problem p;
-    for (const auto& [n, s] : tp.shapes()) {
+    for (const auto& kv : tp.shapes()) {
+      const std::string& n = kv.first;
       if (std::none_of(op->inputs.begin(), op->inputs.end(),
                        [&](const InputDef& in) { return in.name == n; }))
         return InvalidArgument(at + ": " + op->name + " has no input " + Quote(n));
@@ -150,8 +155,11 @@ Status TuneHandler::Tune(const Identity& who, const v1::TuneRequest& req,
     if (total > kMaxProblemBytes)
       return InvalidArgument(at + ": its inputs take more than " + HumanBytes(kMaxProblemBytes));
     p.attrs = common;
-    for (const auto& [n, v] : tp.attrs())
-      KERNELD_RETURN_IF_ERROR(FromProto([&] { return at + ": attr '" + n + "'"; }, v, &p.attrs[n]));
+    for (const auto& kv : tp.attrs()) {
+      const std::string& n = kv.first;
+      KERNELD_RETURN_IF_ERROR(
+          FromProto([&] { return at + ": attr '" + n + "'"; }, kv.second, &p.attrs[n]));
+    }
     problems.push_back(std::move(p));
   }
   std::vector<DeviceWorker*> targets;
