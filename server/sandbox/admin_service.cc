@@ -93,10 +93,12 @@ AdminServiceSyncImpl::AdminServiceSyncImpl(AdminHandlers h) : h_(h) {
                                                 {"UnregisterKernel", &AdminHandlers::Unregister},
                                                 {"ListUserKernels", &AdminHandlers::List},
                                                 {"EvaluateKernel", &AdminHandlers::Evaluate}};
-  for (const auto& [name, fn] : methods)
-    AddUnary(svc, name,
+  for (const auto& m : methods) {
+    const Fn fn = m.second;  // a copy: clang 14 cannot capture a structured binding
+    AddUnary(svc, m.first,
              [this, fn](grpc::ServerContext* ctx, const grpc::ByteBuffer& in,
                         grpc::ByteBuffer* out) { return (h_.*fn)(*ctx, in, out); });
+  }
 }
 
 }  // namespace kerneld::server::sandbox

@@ -154,9 +154,11 @@ Status BuildEvaluateProblem(const UserKernelRegistry& registry, const Principal&
       return InvalidArgument("EvaluateKernel: device is \"cuda:N\", not " + Quote(d));
     p->device = idx;
   }
-  for (const auto& [n, v] : req.attrs()) {
+  for (const auto& kv : req.attrs()) {
+    const std::string& n = kv.first;  // not a structured binding: a lambda captures it
     AttrValue a;
-    KERNELD_RETURN_IF_ERROR(FromProto([&] { return "EvaluateKernel: attr '" + n + "'"; }, v, &a));
+    KERNELD_RETURN_IF_ERROR(
+        FromProto([&] { return "EvaluateKernel: attr '" + n + "'"; }, kv.second, &a));
     p->attrs[n] = std::move(a);
   }
   // The inputs, then both schemas' checks on them, then the reference.
