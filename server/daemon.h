@@ -52,6 +52,9 @@ class Daemon {
   // gRPC's own shutdown, once the connections are gone: it closes them and
   // cancels whatever is left at this deadline.
   static constexpr std::chrono::milliseconds kShutdownGrace{1000};
+  // At destruction, after gRPC's shutdown: the most the last streams' OnDone
+  // (run on gRPC's threads) are waited for before the registry goes.
+  static constexpr std::chrono::milliseconds kStreamsGone{2000};
   void Wait();
 
   const std::vector<std::string>& bound_addresses() const { return bound_; }

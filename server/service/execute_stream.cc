@@ -97,7 +97,7 @@ void ExecuteStreamReactor::IssueRead() {
     --starting_reads_;
     finish = ShouldFinishLocked(&final_status);
   }
-  if (finish) Finish(final_status);
+  if (finish) EndStream(final_status);
 }
 
 bool ExecuteStreamReactor::FullLocked() const {
@@ -122,7 +122,7 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
       reads_done_ = true;
       finish = ShouldFinishLocked(&final_status);
     }
-    if (finish) Finish(final_status);
+    if (finish) EndStream(final_status);
     return;
   }
   auto item = std::make_unique<Item>();
@@ -140,7 +140,7 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
       if (!finished_) error_ = codec_->Malformed(n, static_cast<size_t>(item->req_bytes));
       finish = ShouldFinishLocked(&final_status);
     }
-    if (finish) Finish(final_status);
+    if (finish) EndStream(final_status);
     return;
   }
   Item* raw = item.release();  // owned by its completion (Completed)
@@ -173,7 +173,7 @@ void ExecuteStreamReactor::OnReadDone(bool ok) {
   }
   if (dropped) {
     delete raw;
-    if (finish) Finish(final_status);
+    if (finish) EndStream(final_status);
     return;
   }
   if (!raw->refused.ok()) {  // the codec's refusal: answered, not run
@@ -218,7 +218,7 @@ void ExecuteStreamReactor::Completed(Item* raw) {
     finish = ShouldFinishLocked(&final_status);
   }
   if (to_write) StartWrite(to_write);
-  if (finish) Finish(final_status);
+  if (finish) EndStream(final_status);
   if (resume_read) IssueRead();
   Release();
 }
@@ -245,7 +245,7 @@ void ExecuteStreamReactor::OnWriteDone(bool ok) {
     finish = ShouldFinishLocked(&final_status);
   }
   if (to_write) StartWrite(to_write);
-  if (finish) Finish(final_status);
+  if (finish) EndStream(final_status);
   if (resume_read) IssueRead();
 }
 
@@ -291,7 +291,7 @@ void ExecuteStreamReactor::OnCancel() {
     broken_ = true;
     finish = ShouldFinishLocked(&final_status);
   }
-  if (finish) Finish(final_status);
+  if (finish) EndStream(final_status);
 }
 
 void ExecuteStreamReactor::Drain() {
@@ -302,7 +302,7 @@ void ExecuteStreamReactor::Drain() {
     draining_ = true;
     finish = ShouldFinishLocked(&final_status);
   }
-  if (finish) Finish(final_status);
+  if (finish) EndStream(final_status);
 }
 
 void ExecuteStreamReactor::Ref() {
@@ -310,13 +310,23 @@ void ExecuteStreamReactor::Ref() {
   ++refs_;
 }
 
-void ExecuteStreamReactor::OnDone() {
+void ExecuteStreamReactor::EndStream(const grpc::Status& st) {
+  // Before Finish: once it is issued, OnDone may run and free this.
+  LeaveRegistry();
+  Finish(st);
+}
+
+void ExecuteStreamReactor::LeaveRegistry() {
   StreamRegistry* registry;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    registry = registry_;
+    registry = std::exchange(registry_, nullptr);
   }
   if (registry) registry->Close(this, principal_);  // principal_ is no longer written
+}
+
+void ExecuteStreamReactor::OnDone() {
+  LeaveRegistry();  // normally a no-op: EndStream left it already
   Release();
 }
 

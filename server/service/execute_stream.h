@@ -91,6 +91,13 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   // nothing is running or waiting to be written; sets *st.
   bool ShouldFinishLocked(grpc::Status* st);
   void Release();  // drops one reference; the last deletes this
+  // Every Finish of an admitted stream: leaves the registry, then finishes.
+  // The stream stops counting as open when its status is issued, not when
+  // gRPC gets round to OnDone: under load that came only when the server
+  // shut down, and the drain waited its whole timeout for a stream whose
+  // client had its status already.
+  void EndStream(const grpc::Status& st);
+  void LeaveRegistry();  // once: later calls find registry_ null
   // Issues the read decided under mu_ (reading_ set, starting_reads_
   // counted), then finishes the stream if that waited for the read to start.
   void IssueRead();

@@ -47,7 +47,7 @@ class StreamRegistry {
   // Counts `s` as open for `who`: OK, RESOURCE_EXHAUSTED (a limit, named
   // with its flag) or UNAVAILABLE (draining).
   Status Open(DrainableStream* s, const Principal& who);
-  // `s` ended (its OnDone): no longer counted.
+  // `s` ended (its Finish was issued): no longer counted. Once only.
   void Close(DrainableStream* s, const Principal& who);
 
   // Refuses new streams (UNAVAILABLE) and drains every open one.
