@@ -20,10 +20,10 @@
 #include "auth/principal_name.h"
 #include "auth/tls.h"
 #include "jit/jit_setup.h"
+#include "kserve/kserve_service.h"
 #include "metrics/daemon_log.h"
 #include "scheduler/tuning_metrics.h"
 #include "scheduler/tuning_setup.h"
-#include "kserve/kserve_service.h"
 #include "service/jit_service.h"
 #include "service/sync_service.h"
 
@@ -210,8 +210,7 @@ std::string Daemon::Start() {
   // method in the server would add gRPC's callback pollers to every call
   // (service/health_service.h).
   const bool sync_api = cfg_.grpc_api == "sync";
-  tune_handler_ =
-      std::make_unique<TuneHandler>(cfg_, *devices_, runner_->scheduler().tuning());
+  tune_handler_ = std::make_unique<TuneHandler>(cfg_, *devices_, runner_->scheduler().tuning());
   if (sync_api)
     tuning_service_ = std::make_unique<TuningServiceSyncImpl>(*tune_handler_);
   else
