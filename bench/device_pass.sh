@@ -38,6 +38,15 @@
 #              against torch.mul + synchronize in the same process, beside
 #              the Python gRPC client and kernelctl perf --lane
 #              (client/python/bench/lane_bench.py, its own daemon)
+#   userkernels  user kernels (docs/user-kernels.md, "Measuring"):
+#              bench/user_kernel_bench.sh, register to first result, call
+#              overhead against the built-in scale, 100 __trap() faults
+#   tuning     scheduler v2's tuning (bench/tuning_bench.sh): offline sweep
+#              against online choice on gemm decode shapes, and a mixed
+#              replay online, frozen and at static priority
+#   placement  scheduler v2's placement on a host of 2 or more GPUs
+#              (bench/placement_bench.sh): a mixed inline load at 64 clients
+#              on all GPUs against one, and with one GPU loaded
 #   labs       the labs in .device/lab (built only with -DKERNELD_LABS=ON;
 #              bench/labs/README.md): gemm_decode_lab's checks and sweep,
 #              softmax_floor_lab
@@ -315,6 +324,25 @@ part_lane() {
     --calls 2000 --rounds "${ROUNDS:-5}" --json "$log/lane_bench.json" >"$log/lane_bench.txt" 2>&1
   note "lane_bench" $?
   cat "$log/lane_bench.txt"
+}
+
+part_userkernels() {
+  # Its OUT keeps the daemon's log and the bench's record beside the table.
+  OUT=$log timeout 400 bench/user_kernel_bench.sh bundle >"$log/table.txt" 2>&1
+  note "user_kernel_bench" $?
+  cat "$log/table.txt"
+}
+
+part_tuning() {
+  timeout 500 bench/tuning_bench.sh bundle >"$log/tuning_bench.txt" 2>&1
+  note "tuning_bench" $?
+  tail -40 "$log/tuning_bench.txt"
+}
+
+part_placement() {
+  timeout 500 bench/placement_bench.sh bundle >"$log/placement_bench.txt" 2>&1
+  note "placement_bench" $?
+  tail -40 "$log/placement_bench.txt"
 }
 
 part_labs() {
