@@ -13,7 +13,8 @@ from . import _channel
 from ._core import Prepared
 from ._errors import KerneldError, from_rpc_error, error_for, invalid_argument
 from ._ipc import IpcRegistry
-from ._schema import OpSchema, attr_python
+from ._messages import msg_dict as _msg_dict
+from ._schema import OpSchema
 from ._shm import ShmPool, Segment, align
 from ._transport import CallStream
 from . import _lane
@@ -24,34 +25,6 @@ from ._tensors import NAMES, to_arg
 
 _KS = "/kerneld.v1.KernelService/"
 _BS = "/kerneld.v1.BufferService/"
-
-
-def _repeated(f):
-    r = getattr(f, "is_repeated", None)  # protobuf >= 5.28; .label went away in 7
-    return r if isinstance(r, bool) else f.label == 3
-
-
-def _msg_dict(m):
-    """A protobuf message as plain Python (ints stay ints, enums of dtypes become names)."""
-    out = {}
-    for f in m.DESCRIPTOR.fields:
-        v = getattr(m, f.name)
-        if f.type == f.TYPE_MESSAGE:
-            if f.message_type.GetOptions().map_entry:
-                out[f.name] = {k: _msg_dict(x) if hasattr(x, "DESCRIPTOR") else x for k, x in v.items()}
-            elif _repeated(f):
-                out[f.name] = [_msg_dict(x) for x in v]
-            elif f.message_type.name == "AttrValue":
-                out[f.name] = attr_python(v)
-            else:
-                out[f.name] = _msg_dict(v)
-        elif f.type == f.TYPE_ENUM and f.enum_type.name == "DType":
-            out[f.name] = [NAMES.get(x, x) for x in v] if _repeated(f) else NAMES.get(v, v)
-        elif _repeated(f):
-            out[f.name] = list(v)
-        else:
-            out[f.name] = v
-    return out
 
 
 def _methods(channel):
@@ -647,31 +620,20 @@ class Client(_Base):
         req = _user_kernels.register_request(source, entry, spec if spec is not None else {},
                                              name, replace, arch, compile_options)
         resp = self._rpc("RegisterKernel", req, timeout)
-        self._forget_op(req.name)
-        self._schemas = None
+        _user_kernels.forget(self, req.name)
         self._load_schemas()
-        if req.name not in self._schemas:  # unseen: a daemon that lists it only later
-            raise error_for(grpc.StatusCode.NOT_FOUND,
-                            "register_kernel: %s registered but ListKernels does not show it" %
-                            req.name)
-        m = self._op_method(req.name)
-        m.registration = _msg_dict(resp)
-        object.__setattr__(self, req.name, m)
-        return m
+        return _user_kernels.op_method(self, req, resp)
 
     def unregister_kernel(self, name, timeout=None):
         """Removes your user kernel `name` (NotFound when you have none)."""
-        self._rpc("UnregisterKernel", _user_kernels.pb.UnregisterKernelRequest(name=name), timeout)
-        self._forget_op(name)
-        self._schemas = None
+        self._rpc("UnregisterKernel", _user_kernels.unregister_request(name), timeout)
+        _user_kernels.forget(self, name)
 
     def list_user_kernels(self, all_principals=False, timeout=None):
         """Your user kernels as dicts (kernel: the schema, owner, entry, launch, resources,
         source_sha256, calls, faults); all_principals=True: everyone's (admins)."""
-        resp = self._rpc("ListUserKernels",
-                         _user_kernels.pb.ListUserKernelsRequest(all_principals=all_principals),
-                         timeout)
-        return [_msg_dict(k) for k in resp.kernels]
+        return _user_kernels.kernel_list(
+            self._rpc("ListUserKernels", _user_kernels.list_request(all_principals), timeout))
 
     def evaluate_kernel(self, name, against, shapes, dtype="float32", attrs=None, iterations=0,
                         seed=0, device="", timeout=None):
@@ -688,10 +650,6 @@ class Client(_Base):
             name, against, shapes, lambda: self.describe(against)["inputs"][0]["name"], dtype,
             attrs, iterations, seed, device)
         return _msg_dict(self._rpc("EvaluateKernel", req, timeout))
-
-    def _forget_op(self, name):
-        # The op's cached method (set on first use) goes with its schema.
-        self.__dict__.pop(name, None)
 
     def graph(self, device=""):
         """A Graph: steps recorded as g.<op>(...), run as one ExecuteGraph by g.run() (_graph.py)."""

@@ -1,12 +1,15 @@
 """User kernels (kerneld.v1.AdminService, docs/user-kernels.md): requests built
-from Python values, and answers as dicts. Client's register_kernel,
-unregister_kernel, list_user_kernels and evaluate_kernel use these."""
+from Python values, and answers as dicts. register_kernel, unregister_kernel,
+list_user_kernels and evaluate_kernel of kerneld.Client and kerneld.aio.Client
+use these: the two differ only in how they send the RPC and reload schemas."""
 import json
 
+import grpc
 from google.protobuf import json_format
 
 from ._proto import kerneld_pb2 as pb
-from ._errors import invalid_argument
+from ._errors import error_for, invalid_argument
+from ._messages import msg_dict
 from ._schema import attr_value
 
 _AS = "/kerneld.v1.AdminService/"
@@ -97,3 +100,43 @@ def evaluate_request(name, against, shapes, first_input, dtype="float32", attrs=
     for k, v in (attrs or {}).items():
         attr_value(v, req.attrs[k])
     return req
+
+
+def wants_first_input(shapes):
+    """True when `shapes` is one shape, for the built-in's first input: the
+    caller then looks that input's name up (describe) for evaluate_request."""
+    return isinstance(shapes, (tuple, list))
+
+
+def unregister_request(name):
+    return pb.UnregisterKernelRequest(name=name)
+
+
+def list_request(all_principals=False):
+    return pb.ListUserKernelsRequest(all_principals=bool(all_principals))
+
+
+def kernel_list(resp):
+    """A ListUserKernelsResponse as list_user_kernels answers: a dict per kernel."""
+    return [msg_dict(k) for k in resp.kernels]
+
+
+def forget(client, name):
+    """After (un)registering `name`: the client's method for it (cached on
+    first use) and its schemas go, so the next use sees the daemon's ops."""
+    client.__dict__.pop(name, None)
+    client._schemas = None
+
+
+def op_method(client, req, resp, coroutine=False):
+    """After RegisterKernel `req` answered `resp` and the client reloaded its
+    schemas: the op's method (a coroutine function on the asyncio client),
+    set on the client and carrying the answer as .registration."""
+    if req.name not in client._schemas:  # unseen: a daemon that lists it only later
+        raise error_for(grpc.StatusCode.NOT_FOUND,
+                        "register_kernel: %s registered but ListKernels does not show it" %
+                        req.name)
+    m = client._op_method(req.name, coroutine=coroutine)
+    m.registration = msg_dict(resp)
+    object.__setattr__(client, req.name, m)
+    return m

@@ -22,6 +22,7 @@ from . import _channel
 from ._client import _Base, _methods, _msg_dict
 from ._core import Prepared
 from ._errors import from_rpc_error, error_for
+from . import _user_kernels
 
 __all__ = ["Client", "Stream"]
 
@@ -99,6 +100,39 @@ class Client(_Base):
             p.release()
             raise
         return p.complete(resp)
+
+    # ---- user kernels (docs/user-kernels.md): kerneld.Client's, as coroutines ----
+    async def register_kernel(self, source, entry=None, spec=None, name=None, replace=False,
+                              arch=None, compile_options=None, timeout=None):
+        """kerneld.Client.register_kernel: returns the op's coroutine method
+        (`await op(x, ...)`, also `await c.<name>(...)`); .registration is the answer."""
+        req = _user_kernels.register_request(source, entry, spec if spec is not None else {},
+                                             name, replace, arch, compile_options)
+        resp = await self._arpc("RegisterKernel", req, timeout)
+        _user_kernels.forget(self, req.name)
+        await self._aload()
+        return _user_kernels.op_method(self, req, resp, coroutine=True)
+
+    async def unregister_kernel(self, name, timeout=None):
+        """Removes your user kernel `name` (NotFound when you have none)."""
+        await self._arpc("UnregisterKernel", _user_kernels.unregister_request(name), timeout)
+        _user_kernels.forget(self, name)
+
+    async def list_user_kernels(self, all_principals=False, timeout=None):
+        """kerneld.Client.list_user_kernels: your user kernels as dicts."""
+        return _user_kernels.kernel_list(
+            await self._arpc("ListUserKernels", _user_kernels.list_request(all_principals), timeout))
+
+    async def evaluate_kernel(self, name, against, shapes, dtype="float32", attrs=None,
+                              iterations=0, seed=0, device="", timeout=None):
+        """kerneld.Client.evaluate_kernel: user kernel `name` against built-in
+        `against` on the same random inputs (on a GPU); the same dict."""
+        first = None
+        if _user_kernels.wants_first_input(shapes):
+            first = (await self.describe(against))["inputs"][0]["name"]
+        req = _user_kernels.evaluate_request(name, against, shapes, lambda: first, dtype, attrs,
+                                             iterations, seed, device)
+        return _msg_dict(await self._arpc("EvaluateKernel", req, timeout))
 
     async def buffers(self, all=False):
         return _Base.buffers(self, all)

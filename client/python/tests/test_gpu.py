@@ -332,3 +332,40 @@ def test_a_call_keeps_no_reference_to_its_tensors(gclient):
         assert [r() for r in refs] == [None, None, None]
     finally:
         gc.enable()
+
+
+@pytest.mark.gpu
+def test_aio_user_kernel_equals_the_builtin(new_daemon, tmp_path):
+    """kerneld.aio.Client's register_kernel on a CUDA daemon (docs/user-kernels.md):
+    the user scale, awaited on a torch tensor over CUDA IPC and on a host array,
+    equals the built-in scale bit for bit; evaluate_kernel then finds the two
+    equally far from the float64 reference."""
+    import asyncio
+    from test_user_kernels import SCALE, SPEC
+    d = new_daemon("--allow_user_kernels", "--jit_cache_dir=%s" % (tmp_path / "jit"))
+
+    async def main():
+        async with kerneld.aio.Client(d.target, timeout=120) as c:
+            info = await c.info()
+            if "cuda" not in info["backends"]:
+                pytest.skip("the daemon has no cuda backend: %s" % info["cuda_status"])
+            op = await c.register_kernel(SCALE, "my_scale", SPEC)
+            x = torch.randn(1 << 20, device="cuda")
+            got = await op(x, factor=1.7)
+            assert isinstance(got, torch.Tensor) and got.is_cuda
+            assert torch.equal(got, await c.scale(x, factor=1.7))
+            y = torch.full_like(x, float("nan"))
+            await c.my_scale(x, factor=-3.0, out=y)
+            assert torch.equal(y, await c.scale(x, factor=-3.0))
+            xh = np.random.default_rng(0).standard_normal(4097).astype(np.float32)
+            np.testing.assert_array_equal(await op(xh, factor=1.7), xh * np.float32(1.7))
+
+            ev = await c.evaluate_kernel("my_scale", "scale", (1 << 20,), attrs={"factor": 2.0},
+                                         iterations=5)
+            (e,) = ev["errors"]
+            assert e["output"] == "y" and e["max_abs_error"] == e["builtin_max_abs_error"], ev
+            assert ev["user_us"] > 0 and ev["builtin_us"] > 0 and ev["iterations"] == 5, ev
+            assert (await c.list_user_kernels())[0]["calls"] >= 3
+            await c.unregister_kernel("my_scale")
+            assert "my_scale" not in await c.ops()
+    asyncio.run(main())
