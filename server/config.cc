@@ -205,13 +205,15 @@ std::string FlagsHelp() {
   --tuning=MODE          how an op's implementation is chosen per shape bucket: frozen
                          (default): by the measurements in --tuning_file, never exploring
                          (a bucket it lacks ranks by static priority); online: a new
-                         bucket tries each eligible implementation --tuning_explore_runs
-                         times, then runs the fastest and re-checks now and then; off:
+                         bucket tries each eligible implementation once to warm it, then
+                         --tuning_explore_runs times, then runs the fastest and re-checks
+                         now and then; off:
                          static priority only
   --tuning_file=PATH     the tuning table: loaded at start when its stamp (kerneld version,
                          devices, driver, CUDA) matches, else ignored with a log line;
                          written at exit (online) and by kernelctl tune
-  --tuning_explore_runs=N  runs of each implementation in a new bucket (3)
+  --tuning_explore_runs=N  timed runs of each implementation in a new bucket, after its
+                         warm-up (3)
   --tuning_recheck_every=N a settled bucket times one other implementation once per N
                          requests (1000; 0: never)
   --tuning_max_buckets=N buckets the table holds; past it new buckets rank statically (4096)

@@ -107,7 +107,7 @@ Decision TuningTable::DecideLocked(BucketEntry& e, absl::Span<const ImplDef* con
   if (opt_.mode == TuningMode::kOnline) {
     for (size_t i = 0; i < c.size(); ++i) {
       const ImplStats* s = e.Find(c[i]);
-      if (s == nullptr || (!s->abandoned && s->issued < opt_.explore_runs))
+      if (s == nullptr || (!s->abandoned && s->issued < opt_.warmup_runs + opt_.explore_runs))
         return {static_cast<int>(i), DecisionKind::kExplore, s ? s->ewma_ns : 0};
     }
   }
@@ -174,8 +174,14 @@ void TuningTable::Record(const TuningTicket& t, int64_t ns) {
   if (t.entry == nullptr || t.impl == nullptr || ns < 0) return;
   std::lock_guard<std::mutex> lock(t.entry->mu);
   ImplStats& s = FindOrAdd(*t.entry, t.impl);
-  s.ewma_ns = s.runs == 0 ? ns : s.ewma_ns + (ns - s.ewma_ns) / 8;
   ++s.runs;
+  if (opt_.mode == TuningMode::kOnline && t.exploring && s.warmups < opt_.warmup_runs) {
+    ++s.warmups;  // a cold run: its cost counts, its time decides nothing
+    ++t.entry->explore_runs;
+    t.entry->explore_ns += ns;
+    return;
+  }
+  s.ewma_ns = s.ewma_ns == 0 ? ns : s.ewma_ns + (ns - s.ewma_ns) / 8;
   if (opt_.mode != TuningMode::kOnline) return;  // frozen and off: decisions never change
   // The best median of the others, before this run counts.
   int64_t best = 0;
@@ -260,7 +266,10 @@ bool TuningTable::Insert(const TuningRow& row) {
   s.runs = std::max<int64_t>(row.runs, s.nsamples);
   s.ewma_ns = row.ewma_ns > 0 ? row.ewma_ns : s.Median();
   // A measured impl counts as explored: a loaded bucket is settled.
-  if (s.nsamples > 0) s.issued = std::max(opt_.explore_runs, s.nsamples);
+  if (s.nsamples > 0) {
+    s.issued = std::max(opt_.warmup_runs + opt_.explore_runs, s.nsamples);
+    s.warmups = opt_.warmup_runs;
+  }
   return true;
 }
 

@@ -3,8 +3,13 @@
 // choice of implementation (docs/architecture.md, "Online tuning").
 //
 // Online: a bucket seen for the first time runs each eligible impl
-// `explore_runs` times (in static rank order; an impl whose first run is
-// more than `abandon_factor` times the best so far is not run again), then
+// `warmup_runs` + `explore_runs` times (in static rank order). The warm-ups
+// are timed for the exploration cost but decide nothing: an impl's first
+// run of a shape pays one-time costs (cuBLASLt's plan and heuristic, a
+// kernel module's lazy load) that can be 10-30x its steady time, and ruled
+// the choice on the H100 until they were set aside. An impl whose first
+// sample is more than `abandon_factor` times the best so far is not run
+// again. Then the bucket
 // uses the impl with the lowest median of its last kSamples runs; every
 // `recheck_every`-th decision of a settled bucket runs one of the others
 // (round robin) so a change is noticed. Frozen: the table as loaded
@@ -37,6 +42,7 @@ const char* TuningModeName(TuningMode m);
 struct TuningOptions {
   TuningMode mode = TuningMode::kFrozen;
   int explore_runs = 3;       // runs of each eligible impl in a new bucket
+  int warmup_runs = 1;        // runs before those, which decide nothing
   int recheck_every = 1000;   // a settled bucket re-times another impl once per this many
   int max_buckets = 4096;     // new buckets past this are not explored (static rank)
   double abandon_factor = 4;  // first run above this x the best: explored no further
@@ -59,6 +65,7 @@ struct ImplStats {
   const ImplDef* impl = nullptr;
   int issued = 0;                           // exploration and re-check runs handed out
   int64_t runs = 0;                         // runs measured (every run, whatever chose it)
+  int warmups = 0;                          // of them, warm-ups (not samples, not in ewma_ns)
   std::array<int64_t, kSamples> samples{};  // ring of the runs that decide
   int nsamples = 0, next = 0;
   int64_t ewma_ns = 0;  // every run (also frozen): the latency placement expects
