@@ -20,7 +20,20 @@ bench_unpack_bundle() {
     echo "$(basename "$0"): cannot unpack $tarball into $B" >&2
     return 1
   fi
+  [[ ! -f .device/kerneld.commit ]] || cp .device/kerneld.commit "$B/COMMIT"
   echo "$sum" >"$B/.unpacked"
+}
+
+# The commit the measured binaries were built from, for a figure's stamp: the
+# bundle's COMMIT (scripts/device_bundle writes it) when the binaries are the
+# bundle's, else this checkout's HEAD. The GPU machine's copy of the
+# repository can carry an older .git than the bundle it runs.
+bench_commit() {
+  if [[ -n ${B:-} && -f $B/COMMIT && ${KERNELD:-} == "$B"/* ]]; then
+    cat "$B/COMMIT"
+    return
+  fi
+  git -C "$(dirname "${BASH_SOURCE[0]}")/.." rev-parse --short HEAD 2>/dev/null || echo "?"
 }
 
 # bench_unpack_bundle, then the environment the bench scripts read

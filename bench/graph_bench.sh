@@ -43,8 +43,7 @@ seconds=${WINDOW_S:-2}
 tokens=${TOKENS:-1,16,64}
 device=${DEVICE:-cuda:0}
 bench_workdir graph-bench
-root=$(cd "$(dirname "$0")/.." && pwd)
-head="$(bench_gpu); $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?"); $(date -u +%F)"
+head="$(bench_gpu); $(bench_commit); $(date -u +%F)"
 
 echo "== $head"
 echo "== 1. local reference (one process)"

@@ -75,10 +75,9 @@ slow_gpu=${SLOW_GPU:-${gpus[1]:-}}
 all_gpus=$(IFS=,; echo "${gpus[*]}")
 
 bench_workdir placement-bench
-root=$(cd "$(dirname "$0")/.." && pwd)
 gpu_name=$(bench_gpu 2>/dev/null | head -n 1)
 ((${#gpus[@]} == 0)) || gpu_name="$gpu_name x ${#gpus[@]}"
-head="$gpu_name; $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?"); $(date -u +%F)"
+head="$gpu_name; $(bench_commit); $(date -u +%F)"
 # Device label -> name in the output: gpuN for a GPU, the label otherwise.
 names=$dir/device_names
 : >"$names"

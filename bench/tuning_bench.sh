@@ -49,8 +49,7 @@ mix_records=${MIX_RECORDS:-3000}
 concurrency=${CONCURRENCY:-16}
 device=${DEVICE:-}
 bench_workdir tuning-bench
-root=$(cd "$(dirname "$0")/.." && pwd)
-head="$(bench_gpu 2>/dev/null || echo "?"); $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?"); $(date -u +%F)"
+head="$(bench_gpu 2>/dev/null || echo "?"); $(bench_commit); $(date -u +%F)"
 A=$dir/tuning_A
 B=$dir/tuning_B
 # Tune needs an admin: the unix socket's caller is this uid.

@@ -46,8 +46,7 @@ if [[ -n $out ]]; then
   out=$(cd "$out" && pwd)
 fi
 bench_workdir user-kernel-bench
-root=$(cd "$(dirname "$0")/.." && pwd)
-head="$(bench_gpu); $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?"); $(date -u +%F)"
+head="$(bench_gpu); $(bench_commit); $(date -u +%F)"
 keep() {  # keep FILE...: copies them into OUT, when set
   [[ -z $out ]] || cp "$@" "$out/" 2>/dev/null || true
 }
