@@ -129,10 +129,12 @@ Daemon::~Daemon() {
   health_cv_.notify_all();
   if (health_thread_.joinable()) health_thread_.join();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
-  // Shutdown cancelled every call, and each stream's OnDone closes it in the
-  // registry, on a gRPC thread: wait (bounded) for the last Close before the
-  // registry goes. Its lock also orders that Close before the destructor for
-  // ThreadSanitizer, which cannot see gRPC's own (uninstrumented) locks.
+  // Shutdown cancelled every call; a stream leaves the registry on a gRPC
+  // or worker thread once its status is issued (ExecuteStreamReactor::
+  // EndStream). Wait (bounded; it returns at once when none is left) for the
+  // last Close before the registry goes: its lock orders that Close before
+  // the destructor for ThreadSanitizer, which cannot see gRPC's own
+  // (uninstrumented) locks.
   if (streams_) (void)streams_->WaitAllClosed(std::chrono::steady_clock::now() + kStreamsGone);
   if (metrics_) metrics_->SetSources(nullptr, nullptr);  // before devices and buffers go
   if (devices_) devices_->StopAll();

@@ -160,11 +160,19 @@ Decision TuningTable::Take(BucketEntry* e, absl::Span<const ImplDef* const> c,
     std::lock_guard<std::mutex> lock(e->mu);
     d = DecideLocked(*e, c);
     const ImplDef* impl = c[static_cast<size_t>(d.index)];
-    if (d.kind == DecisionKind::kExplore || d.kind == DecisionKind::kRecheck)
-      ++FindOrAdd(*e, impl).issued;
+    bool warmup = false;
+    if (d.kind == DecisionKind::kExplore || d.kind == DecisionKind::kRecheck) {
+      ImplStats& s = FindOrAdd(*e, impl);
+      ++s.issued;
+      if (d.kind == DecisionKind::kExplore && s.warmups < opt_.warmup_runs) {
+        ++s.warmups;
+        warmup = true;
+      }
+    }
     if (d.kind == DecisionKind::kRecheck) ++e->recheck_next;
     if (d.kind == DecisionKind::kTuned || d.kind == DecisionKind::kRecheck) ++e->decisions;
-    *ticket = {e, impl, d.kind == DecisionKind::kExplore || d.kind == DecisionKind::kRecheck};
+    *ticket = {e, impl, d.kind == DecisionKind::kExplore || d.kind == DecisionKind::kRecheck,
+               warmup};
   }
   decisions_[static_cast<int>(d.kind)].fetch_add(1, std::memory_order_relaxed);
   return d;
@@ -175,8 +183,8 @@ void TuningTable::Record(const TuningTicket& t, int64_t ns) {
   std::lock_guard<std::mutex> lock(t.entry->mu);
   ImplStats& s = FindOrAdd(*t.entry, t.impl);
   ++s.runs;
-  if (opt_.mode == TuningMode::kOnline && t.exploring && s.warmups < opt_.warmup_runs) {
-    ++s.warmups;  // a cold run: its cost counts, its time decides nothing
+  if (opt_.mode == TuningMode::kOnline && t.warmup) {
+    // A cold run: its cost counts, its time decides nothing.
     ++t.entry->explore_runs;
     t.entry->explore_ns += ns;
     return;
@@ -191,7 +199,8 @@ void TuningTable::Record(const TuningTicket& t, int64_t ns) {
   if (t.exploring) {
     ++t.entry->explore_runs;
     t.entry->explore_ns += ns;
-    if (s.nsamples == 1 && best > 0 && static_cast<double>(ns) > opt_.abandon_factor * best)
+    if (s.nsamples == 2 && best > 0 &&
+        static_cast<double>(std::min(s.samples[0], s.samples[1])) > opt_.abandon_factor * best)
       s.abandoned = true;
   }
 }

@@ -8,8 +8,9 @@
 // run of a shape pays one-time costs (cuBLASLt's plan and heuristic, a
 // kernel module's lazy load) that can be 10-30x its steady time, and ruled
 // the choice on the H100 until they were set aside. An impl whose first
-// sample is more than `abandon_factor` times the best so far is not run
-// again. Then the bucket
+// two samples are both more than `abandon_factor` times the best so far is
+// not run again (one sample can still be cold: another exact shape of the
+// bucket, another GPU of the model). Then the bucket
 // uses the impl with the lowest median of its last kSamples runs; every
 // `recheck_every`-th decision of a settled bucket runs one of the others
 // (round robin) so a change is noticed. Frozen: the table as loaded
@@ -65,7 +66,7 @@ struct ImplStats {
   const ImplDef* impl = nullptr;
   int issued = 0;                           // exploration and re-check runs handed out
   int64_t runs = 0;                         // runs measured (every run, whatever chose it)
-  int warmups = 0;                          // of them, warm-ups (not samples, not in ewma_ns)
+  int warmups = 0;                          // warm-ups handed out (not samples, not in ewma_ns)
   std::array<int64_t, kSamples> samples{};  // ring of the runs that decide
   int nsamples = 0, next = 0;
   int64_t ewma_ns = 0;  // every run (also frozen): the latency placement expects
@@ -98,6 +99,9 @@ struct TuningTicket {
   BucketEntry* entry = nullptr;
   const ImplDef* impl = nullptr;
   bool exploring = false;
+  // A warm-up (TuningOptions::warmup_runs): decided when handed out, so a
+  // later run that finishes first is not the one set aside.
+  bool warmup = false;
 };
 
 // A row of the table, for ListKernels, the tuning file and the docs.

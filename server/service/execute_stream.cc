@@ -5,8 +5,8 @@
 
 #include "auth/authenticator.h"
 #include "graph/graph_stream.h"
-#include "service/stream_codec.h"
 #include "service/kernel_service.h"
+#include "service/stream_codec.h"
 
 namespace kerneld::server {
 
@@ -29,8 +29,8 @@ void SerializeStreamResponse(const v1::ExecuteResponse& resp, grpc::ByteBuffer* 
   (void)grpc::SerializationTraits<v1::ExecuteResponse>::Serialize(small, out, &own);
 }
 
-bool V1StreamCodec::Parse(grpc::ByteBuffer* in, v1::ExecuteRequest* req,
-                          std::unique_ptr<State>*, Status*) {
+bool V1StreamCodec::Parse(grpc::ByteBuffer* in, v1::ExecuteRequest* req, std::unique_ptr<State>*,
+                          Status*) {
   return grpc::SerializationTraits<v1::ExecuteRequest>::Deserialize(in, req).ok();
 }
 
@@ -311,9 +311,16 @@ void ExecuteStreamReactor::Ref() {
 }
 
 void ExecuteStreamReactor::EndStream(const grpc::Status& st) {
-  // Before Finish: once it is issued, OnDone may run and free this.
-  LeaveRegistry();
+  // A reference of its own across Finish, after which OnDone may run: the
+  // stream leaves the registry once its status is issued, not before (the
+  // drain, which waits for the registry to empty, then shuts gRPC down).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++refs_;
+  }
   Finish(st);
+  LeaveRegistry();
+  Release();
 }
 
 void ExecuteStreamReactor::LeaveRegistry() {

@@ -77,7 +77,7 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   struct Item {
     v1::ExecuteRequest req;
     v1::ExecuteResponse resp;
-    grpc::ByteBuffer out;  // the serialized response, once completed
+    grpc::ByteBuffer out;                       // the serialized response, once completed
     std::unique_ptr<StreamCodec::State> state;  // the codec's, until serialized
     Status refused;  // not OK: answered with this, not run (StreamCodec::Parse)
     int64_t req_bytes = 0, out_bytes = 0;
@@ -91,7 +91,7 @@ class ExecuteStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   // nothing is running or waiting to be written; sets *st.
   bool ShouldFinishLocked(grpc::Status* st);
   void Release();  // drops one reference; the last deletes this
-  // Every Finish of an admitted stream: leaves the registry, then finishes.
+  // Every Finish of an admitted stream: finishes, then leaves the registry.
   // The stream stops counting as open when its status is issued, not when
   // gRPC gets round to OnDone: under load that came only when the server
   // shut down, and the drain waited its whole timeout for a stream whose

@@ -122,11 +122,52 @@ TEST(TuningTable, AMuchSlowerImplIsNotExploredFurther) {
   o.explore_runs = 3;
   o.recheck_every = 0;
   TuningTable t(o);
-  // c is 50x slower than the best: after its warm-up and first timed run
+  // c is 50x slower than the best: after its warm-up and two timed runs
   // it is abandoned.
   const auto seq = Drive(t, t.Bucket(f.Key()), f, {1000, 1100, 50000}, 20);
-  EXPECT_EQ(std::count(seq.begin(), seq.end(), "c"), 2);
-  EXPECT_EQ(t.decisions(DecisionKind::kExplore), 10);
+  EXPECT_EQ(std::count(seq.begin(), seq.end(), "c"), 3);
+  EXPECT_EQ(t.decisions(DecisionKind::kExplore), 11);
+}
+
+// Runs in flight together: the warm-up is the run handed out first, even
+// when a later one finishes first; and one cold sample (another exact shape
+// of the bucket) does not abandon an impl that is the fastest when warm.
+TEST(TuningTable, TheWarmUpIsTheFirstHandedOutAndOneColdSampleAbandonsNothing) {
+  ThreeImpls f;
+  TuningOptions o;
+  o.mode = TuningMode::kOnline;
+  o.explore_runs = 3;
+  o.recheck_every = 0;
+  TuningTable t(o);
+  BucketEntry* e = t.Bucket(f.Key());
+  const std::vector<const ImplDef*> two = {f.cands[0], f.cands[1]};
+  auto take = [&](TuningTicket* k) {
+    return f.cands[static_cast<size_t>(t.Take(e, two, k).index)];
+  };
+  // a: warm-up and 3 timed runs, 1.5 us each.
+  for (int i = 0; i < 4; ++i) {
+    TuningTicket k;
+    ASSERT_EQ(take(&k), f.cands[0]);
+    t.Record(k, 1500);
+  }
+  // b: its warm-up and first timed run handed out together; the timed run
+  // finishes first (a cold 30 us: another shape), then the warm-up.
+  TuningTicket warm, first;
+  ASSERT_EQ(take(&warm), f.cands[1]);
+  ASSERT_EQ(take(&first), f.cands[1]);
+  EXPECT_TRUE(warm.warmup);
+  EXPECT_FALSE(first.warmup);
+  t.Record(first, 30000);
+  t.Record(warm, 40000);
+  // Two more timed runs of b, warm at 1 us: b is kept and chosen.
+  for (int i = 0; i < 2; ++i) {
+    TuningTicket k;
+    ASSERT_EQ(take(&k), f.cands[1]);
+    t.Record(k, 1000);
+  }
+  const Decision p = t.Peek(e, two);
+  EXPECT_EQ(p.kind, DecisionKind::kTuned);
+  EXPECT_EQ(p.index, 1);
 }
 
 // An impl's first run of a shape pays one-time costs (on the H100, cuBLASLt's
@@ -147,7 +188,7 @@ TEST(TuningTable, AColdFirstRunDecidesNothing) {
     const Decision d = t.Take(e, {f.cands[0], f.cands[1]}, &ticket);
     const std::string impl = f.cands[static_cast<size_t>(d.index)]->backend;
     seq.push_back(impl);
-    int64_t ns = 1500;  // a: always 1.5 us
+    int64_t ns = 1500;                                      // a: always 1.5 us
     if (impl == "b") ns = runs_of_b++ == 0 ? 30000 : 1000;  // b: cold once, then 1 us
     t.Record(ticket, ns);
   }

@@ -65,6 +65,9 @@ struct PlanKey {
   }
 };
 
+// Shared by every thread once built (SharedPlans), and only read after: a
+// per-call attribute (a bias or scale pointer, an epilogue's aux) set on
+// `desc` would race; such a call needs a descriptor of its own.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t lb = nullptr, la = nullptr, lc = nullptr;  // "A" = b, "B" = a
@@ -301,16 +304,9 @@ Status GemmCublas(KernelContext& ctx) {
     return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), s), "gemm");
   DeviceState* dev = nullptr;
   KERNELD_RETURN_IF_ERROR(t_cache.Device(ctx.device.device.index, &dev));
-  const PlanKey key{ctx.device.device.index,
-                    a.dtype,
-                    ctx.attr_b("transpose_b"),
-                    m,
-                    n,
-                    k,
-                    a.alignment(),
-                    b.alignment(),
-                    c.alignment(),
-                    dev->workspace_bytes};
+  const PlanKey key{
+      ctx.device.device.index, a.dtype,       ctx.attr_b("transpose_b"), m, n, k, a.alignment(),
+      b.alignment(),           c.alignment(), dev->workspace_bytes};
   const Plan* plan = nullptr;
   KERNELD_RETURN_IF_ERROR(t_cache.GetPlan(key, *dev, &plan));
   const float alpha = static_cast<float>(ctx.attr_f("alpha")), beta = 0.0f;
