@@ -5,6 +5,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,12 +23,25 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "client.h"
 #include "tensor_util.h"
 
 namespace kerneld::testing {
+
+// Built with ThreadSanitizer: every access costs ~5-20x, and each race it
+// sees and suppresses (tests/tsan.supp) symbolizes two stacks, so the
+// hostile-size cases shrink there (they still cross the bound they test).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kThreadSanitized = true;
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
 
 namespace v1 = ::kerneld::v1;
 

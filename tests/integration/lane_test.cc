@@ -26,18 +26,6 @@
 namespace kerneld::testing {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitized = true;
-#else
-constexpr bool kThreadSanitized = false;
-#endif
-#else
-constexpr bool kThreadSanitized = false;
-#endif
-
 using client::LaneClient;
 using Clock = std::chrono::steady_clock;
 
