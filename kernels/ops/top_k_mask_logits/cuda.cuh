@@ -235,16 +235,10 @@ __device__ __forceinline__ float InvMass(float s) { return s > 0.0f ? 1.0f / s :
 // Two blocks an SM for 2-byte types (at most 64 registers; a few spill at
 // 32 keys a thread): more warps to hide the histogram's shared-memory
 // atomics (64 x 128256 float16, H100, 2026-11-26: 55 -> 43 us).
-// kPacked (2-byte types, even N): two 16-bit keys a register, so a thread
-// caches twice the keys in the same registers and a long row needs half
-// the blocks: 64 x 128256 fits one wave of the GPU instead of two
-// (ChoosePlan).
-template <Mode kMode, typename T, int N, int kItems, bool kPacked = false>
+template <Mode kMode, typename T, int N, int kItems>
 __global__ void __launch_bounds__(kMaxThreads, 2)
     TopKCachedKernel(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t vocab,
                      int64_t chunk, int c) {
-  static_assert(!kPacked || (KeyTraits<T>::kBits == 16 && N % 2 == 0));
-  constexpr int kWords = kPacked ? N / 2 : N;
   __shared__ SelectShared sh;
   const int rank = ClusterRank(c);
   const int64_t row = blockIdx.x / c;
@@ -252,33 +246,14 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
   const int64_t u0 = int64_t{rank} * chunk;
   const int64_t u1 = min(units, u0 + chunk);
   const Pack<T, N>* xr = reinterpret_cast<const Pack<T, N>*>(x + row * vocab);
-  uint32_t word[kItems][kWords];
+  uint32_t key[kItems][N];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int64_t u = u0 + threadIdx.x + int64_t{i} * blockDim.x;
     const Pack<T, N> p = u < u1 ? xr[u] : Pack<T, N>{};
 #pragma unroll
-    for (int j = 0; j < kWords; ++j) {
-      if constexpr (kPacked) {
-        word[i][j] = KeyOf(p.v[2 * j]) | KeyOf(p.v[2 * j + 1]) << 16;
-      } else {
-        word[i][j] = KeyOf(p.v[j]);
-      }
-    }
+    for (int j = 0; j < N; ++j) key[i][j] = KeyOf(p.v[j]);
   }
-  // Element j of pack i's key (j a constant after unrolling). A packed word
-  // is made opaque at each use: ptxas otherwise unpacks all 64 keys early,
-  // for every later use at once, and spills them (280 bytes a thread
-  // against 16, sm_90).
-  const auto key = [&](int i, int j) -> uint32_t {
-    if constexpr (kPacked) {
-      uint32_t w = word[i][j / 2];
-      asm volatile("" : "+r"(w));
-      return (w >> (16 * (j % 2))) & 0xffffu;
-    } else {
-      return word[i][j];
-    }
-  };
   const int64_t k = RowK(top_k, k64, k_stride, row);
   uint32_t cut = 0;  // keep keys >= cut; 0 keeps everything
   if (k > 0 && k < vocab) {
@@ -288,7 +263,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
           for (int i = 0; i < kItems; ++i) {
             const bool valid = u0 + threadIdx.x + int64_t{i} * blockDim.x < u1;
 #pragma unroll
-            for (int j = 0; j < N; ++j) f(Canon<T>(key(i, j)), valid);
+            for (int j = 0; j < N; ++j) f(Canon<T>(key[i][j]), valid);
           }
         },
         k, sh, c);
@@ -301,7 +276,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
       if (u0 + threadIdx.x + int64_t{i} * blockDim.x < u1)
 #pragma unroll
         for (int j = 0; j < N; ++j)
-          if (Canon<T>(key(i, j)) >= cut) s += ToFloat(FromKey<T>(key(i, j)));
+          if (Canon<T>(key[i][j]) >= cut) s += ToFloat(FromKey<T>(key[i][j]));
     inv = InvMass(RowSum(s, sh, c));
   }
   Pack<T, N>* yr = reinterpret_cast<Pack<T, N>*>(y + row * vocab);
@@ -311,7 +286,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
     if (u < u1) {
       Pack<T, N> o;
 #pragma unroll
-      for (int j = 0; j < N; ++j) o.v[j] = Out<kMode, T>(key(i, j), cut, inv);
+      for (int j = 0; j < N; ++j) o.v[j] = Out<kMode, T>(key[i][j], cut, inv);
       yr[u] = o;
     }
   }
@@ -380,11 +355,11 @@ bool ClusterReady(Kernel kernel, int device, int c, std::atomic<uint64_t>& ready
   return ok;
 }
 
-template <Mode kMode, typename T, int N, int kItems, bool kPacked = false>
+template <Mode kMode, typename T, int N, int kItems>
 cudaError_t LaunchCached(const T* x, T* y, const void* top_k, int k64, int64_t k_stride,
                          int64_t rows, int64_t vocab, const Plan& plan, const DeviceCaps& dev,
                          cudaStream_t s, bool* launched) {
-  auto kernel = TopKCachedKernel<kMode, T, N, kItems, kPacked>;
+  auto kernel = TopKCachedKernel<kMode, T, N, kItems>;
   const int c = plan.cluster;
   const int64_t chunk = (vocab / N + c - 1) / c;
   *launched = false;
@@ -428,12 +403,6 @@ template <Mode kMode, typename T, int N>
 cudaError_t LaunchPlan(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t rows,
                        int64_t vocab, const Plan& plan, const DeviceCaps& dev, cudaStream_t s,
                        bool* launched) {
-  if constexpr (KeyTraits<T>::kBits == 16 && N == 8) {
-    if (plan.packed) {
-      return LaunchCached<kMode, T, N, kPackedItems, true>(x, y, top_k, k64, k_stride, rows, vocab,
-                                                           plan, dev, s, launched);
-    }
-  }
   switch (plan.items) {
 #define KERNELD_TOP_K_CASE(I)                                      \
   case I:                                                          \

@@ -31,37 +31,11 @@ struct Plan {
   int cluster = 0;
   int threads = kStreamThreads;
   int items = 0;
-  bool packed = false;  // two 16-bit keys a register (kPackedItems packs of 8)
 };
-
-// The packed plan's packs a thread: 64 16-bit keys in kMaxKeys registers.
-constexpr int kPackedItems = 2 * kMaxKeys / 8;
 
 // For tests and labs: >= 0 forces the cluster size (0: streaming), still
 // raised to what caches a row.
 inline std::atomic<int> g_force_cluster{-1};
-
-// A plan whose blocks take more than one wave (two blocks an SM, 2-byte
-// types) caches twice the keys a thread instead, packed two a register, in
-// the fewest blocks that hold a row: 64 x 128256 16-bit, 8 blocks a row
-// (512 blocks, two waves of an H100) become 4 (256, one wave). Not when a
-// test or lab forces the cluster size.
-inline Plan PackedIfFewerWaves(const Plan& plan, int64_t rows, int64_t units, int n, int64_t sms,
-                               int force, int elem_bytes) {
-  if (force >= 0 || elem_bytes != 2 || n != 8 || rows * plan.cluster <= 2 * sms) return plan;
-  for (int c = 1; c < plan.cluster; c *= 2) {
-    const int64_t chunk = (units + c - 1) / c;
-    const int64_t t = (chunk + kPackedItems - 1) / kPackedItems;
-    if (t > kMaxThreads) continue;
-    Plan packed;
-    packed.cluster = c;
-    packed.items = kPackedItems;
-    packed.threads = static_cast<int>(std::max<int64_t>(kMinThreads, (t + 31) / 32 * 32));
-    packed.packed = true;
-    return packed;
-  }
-  return plan;
-}
 
 // The one chooser, over rows of `units` packs of `n` elements. Each block
 // takes at most kSplitElements elements (~16 a thread at 512 threads) and
@@ -103,7 +77,7 @@ inline Plan ChoosePlan(int64_t rows, int64_t units, int n, const DeviceCaps& dev
       plan.cluster = c;
       plan.items = items;
       plan.threads = static_cast<int>(std::max<int64_t>(kMinThreads, (t + 31) / 32 * 32));
-      return PackedIfFewerWaves(plan, rows, units, n, sms, force, elem_bytes);
+      return plan;
     }
   }
   return plan;  // streams

@@ -135,17 +135,6 @@ TEST(TopKMaskLogits, CudaPlanChooser) {
   EXPECT_EQ(ChoosePlan(16, 128256 / 4, 4, h100).cluster, 16);
   EXPECT_EQ(ChoosePlan(16, 128256 / 8, 8, h100, -1, 16, 2).cluster, 8);  // 2-byte: 2 blocks an SM
   EXPECT_EQ(ChoosePlan(1, 128256 / 8, 8, h100, -1, 16, 2).cluster, 16);
-  // 2-byte rows whose blocks would take two waves pack two keys a register
-  // and take half the blocks; one wave's worth keeps the register plan.
-  const Plan packed = ChoosePlan(64, 128256 / 8, 8, h100, -1, 16, 2);
-  EXPECT_TRUE(packed.packed);
-  EXPECT_EQ(packed.cluster, 4);
-  EXPECT_EQ(packed.items, cuda::top_k::kPackedItems);
-  EXPECT_EQ(packed.threads, 512);
-  EXPECT_FALSE(ChoosePlan(64, 32000 / 8, 8, h100, -1, 16, 2).packed);
-  EXPECT_FALSE(ChoosePlan(16, 128256 / 8, 8, h100, -1, 16, 2).packed);
-  EXPECT_FALSE(ChoosePlan(64, 128256 / 8, 8, h100, 4, 16, 2).packed);  // forced: as asked
-  EXPECT_FALSE(ChoosePlan(64, 128256 / 4, 4, h100).packed);            // 4-byte keys
   // A refused 16-block cluster plans again within the portable 8.
   EXPECT_EQ(ChoosePlan(1, 128256 / 8, 8, h100, -1, 8).cluster, 8);
   EXPECT_EQ(ChoosePlan(1, 128256 / 8, 8, h100, -1, 8).items, 4);
@@ -153,19 +142,17 @@ TEST(TopKMaskLogits, CudaPlanChooser) {
   EXPECT_EQ(ChoosePlan(2, 1 << 20, 1, h100).cluster, 0);         // past 16 blocks: streams
   EXPECT_EQ(ChoosePlan(64, 128256 / 4, 4, h100, 0).cluster, 0);  // forced to stream
   EXPECT_EQ(ChoosePlan(64, 32000 / 4, 4, h100, 1).cluster, 2);   // forced, raised to what caches
-  for (int bytes : {4, 2})
-    for (int n : {1, 4, 8})
-      for (int64_t rows : {1, 7, 16, 48, 64, 132, 1000})
-        for (int64_t vocab : {1, 127, 4096, 32000, 50257, 128256, 152064, 262144}) {
-          const Plan p = ChoosePlan(rows, vocab / n, n, h100, -1, cuda::top_k::kMaxCluster, bytes);
-          if (vocab / n == 0) continue;
-          if (p.cluster == 0) continue;
-          EXPECT_GE(int64_t{p.cluster} * p.threads * p.items, vocab / n) << rows << "x" << vocab;
-          EXPECT_LE(p.items * n, (p.packed ? 2 : 1) * cuda::top_k::kMaxKeys);
-          EXPECT_TRUE(!p.packed || (bytes == 2 && n == 8 && p.items == cuda::top_k::kPackedItems));
-          EXPECT_TRUE(p.threads % 32 == 0 && p.threads >= 256 && p.threads <= 512);
-          EXPECT_TRUE(p.cluster <= 16 && (p.cluster & (p.cluster - 1)) == 0);
-        }
+  for (int n : {1, 4, 8})
+    for (int64_t rows : {1, 7, 16, 64, 132, 1000})
+      for (int64_t vocab : {1, 127, 4096, 32000, 50257, 128256, 152064, 262144}) {
+        const Plan p = ChoosePlan(rows, vocab / n, n, h100);
+        if (vocab / n == 0) continue;
+        if (p.cluster == 0) continue;
+        EXPECT_GE(int64_t{p.cluster} * p.threads * p.items, vocab / n) << rows << "x" << vocab;
+        EXPECT_LE(p.items * n, cuda::top_k::kMaxKeys);
+        EXPECT_TRUE(p.threads % 32 == 0 && p.threads >= 256 && p.threads <= 512);
+        EXPECT_TRUE(p.cluster <= 16 && (p.cluster & (p.cluster - 1)) == 0);
+      }
 }
 
 }  // namespace
