@@ -47,6 +47,11 @@
 #   placement  scheduler v2's placement on a host of 2 or more GPUs
 #              (bench/placement_bench.sh): a mixed inline load at 64 clients
 #              on all GPUs against one, and with one GPU loaded
+#   kserve     the KServe v2 front end (docs/kserve.md): tritonclient's CUDA
+#              shared-memory test (test_kserve_gpu.py), then
+#              bench/kserve_perf.sh (perf_analyzer against kernelctl perf on
+#              kerneld.v1, same daemon and run); both from the wheels in
+#              .whl (client/python/tests/gpu_wheels.sh)
 #   labs       the labs in .device/lab (built only with -DKERNELD_LABS=ON;
 #              bench/labs/README.md): gemm_decode_lab's checks and sweep,
 #              softmax_floor_lab
@@ -343,6 +348,20 @@ part_placement() {
   timeout 500 bench/placement_bench.sh bundle >"$log/placement_bench.txt" 2>&1
   note "placement_bench" $?
   tail -40 "$log/placement_bench.txt"
+}
+
+part_kserve() {
+  python_env || { note "python environment" 1; return; }
+  KERNELD_BIN=$PWD/$B/bin/kerneld timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rs \
+    client/python/tests/test_kserve_gpu.py >"$log/kserve_pytest.log" 2>&1
+  note "python kserve gpu test" $?
+  grep -E "passed|failed|error|SKIP" "$log/kserve_pytest.log" | tail -3
+  local pa=/tmp/site/perf_analyzer/bin/perf_analyzer
+  chmod +x "$pa" 2>/dev/null
+  PERF_ANALYZER=$pa BACKEND=cuda OUT=$log/records timeout 900 bench/kserve_perf.sh bundle \
+    >"$log/kserve_perf.txt" 2>&1
+  note "kserve_perf" $?
+  tail -12 "$log/kserve_perf.txt"
 }
 
 part_labs() {

@@ -5,7 +5,8 @@
 # the kerneld wheel built here (stubs generated from proto/ by this
 # machine's grpcio-tools), and the protobuf and grpcio wheels it was
 # built and tested with (the generated stubs need a protobuf at least as new
-# as the protoc that wrote them).
+# as the protoc that wrote them); and for the kserve part, tritonclient,
+# its dependencies the GPU machine lacks, and perf_analyzer.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$ROOT"
@@ -24,6 +25,14 @@ plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platfo
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp "${plat[@]}" -d .whl "protobuf==$PBV" "grpcio==$GV"
+# bench/device_pass.sh's kserve part: tritonclient with its gRPC and CUDA
+# shared-memory extras, and perf_analyzer (its binary needs glibc >= 2.38,
+# which the GPU machine has). numpy and ml_dtypes stay the GPU machine's own.
+"$VENV/bin/python" -m pip download -q --only-binary=:all: --python-version 3.12 \
+  --implementation cp "${plat[@]}" --platform manylinux_2_38_x86_64 --platform any -d "$VENV/kserve" \
+  "tritonclient[grpc,cuda]" perf-analyzer
+find "$VENV/kserve" -name '*.whl' ! -name 'numpy-*' ! -name 'ml_dtypes-*' ! -name 'grpcio-*' \
+  ! -name 'protobuf-*' -exec mv {} .whl/ \;
 rm -rf "$VENV"
 ls -la .whl
 du -sh .whl
