@@ -77,6 +77,56 @@ class SyncStreamEntry : public DrainableStream {
   SyncExecuteStream* stream_ = nullptr;
 };
 
+// A sync stream's place in the stream registry for the handler's life: the
+// caller identified once, a SyncStreamEntry opened for its quota principal
+// (every anonymous connection together, or a caller would multiply its
+// --quota_streams by opening connections) and closed when this goes. The
+// ExecuteStream handler and ServeSyncStream both hold one, so the limits
+// and the drain treat their streams alike. Without a registry (handlers
+// run without a daemon in unit tests) nothing is counted.
+class RegisteredStream {
+ public:
+  explicit RegisteredStream(const grpc::ServerContext& ctx) {
+    Identity id;
+    status_ = IdentifyCall(ctx, &id);
+    if (!status_.ok()) return;
+    registry_ = CurrentStreamRegistry();
+    if (registry_ == nullptr) return;
+    who_ = Principal(QuotaPrincipal(id.principal));
+    auto* entry = new SyncStreamEntry;
+    status_ = registry_->Open(entry, who_);
+    if (!status_.ok()) {
+      entry->Unref();
+      return;
+    }
+    entry_ = entry;
+  }
+  ~RegisteredStream() {
+    if (entry_ == nullptr) return;
+    registry_->Close(entry_, who_);
+    entry_->Unref();
+  }
+  RegisteredStream(const RegisteredStream&) = delete;
+  RegisteredStream& operator=(const RegisteredStream&) = delete;
+
+  // Why the stream may not open: authentication, a limit
+  // (RESOURCE_EXHAUSTED) or the drain (UNAVAILABLE).
+  const Status& status() const { return status_; }
+  // The registry's entry; null without a registry or when refused.
+  SyncStreamEntry* entry() const { return entry_; }
+
+ private:
+  Status status_;
+  StreamRegistry* registry_ = nullptr;
+  Principal who_;
+  SyncStreamEntry* entry_ = nullptr;
+};
+
+// How a drained stream ends, after the answers already due.
+constexpr char kDrainedStream[] =
+    "kerneld is shutting down: this stream's answers are written and it takes no more messages; "
+    "retry on another replica";
+
 }  // namespace
 
 std::function<bool()> CancelCheckAfter(std::chrono::nanoseconds wait, std::function<bool()> check) {
@@ -125,16 +175,6 @@ KernelServiceSyncImpl::KernelServiceSyncImpl(const Config& cfg, RequestRunner& r
            });
 }
 
-Status KernelServiceSyncImpl::RunAndWait(CallControl ctl, const v1::ExecuteRequest& req,
-                                         v1::ExecuteResponse* resp) {
-  // On the sync API IsCancelled() polls the call's completion queue (30 us
-  // a request on the 2-core machine, measured as the "launch" stage); only
-  // a request that waited in a queue is worth asking about.
-  ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
-  return StartAndWait(
-      [&](DoneFn done) { runner_.Start(req, resp, std::move(ctl), std::move(done)); });
-}
-
 grpc::Status KernelServiceSyncImpl::Execute(grpc::ServerContext* ctx, const grpc::ByteBuffer& in,
                                             grpc::ByteBuffer* out) {
   CallControl ctl = ControlFor(ctx);  // admitted before the message is parsed
@@ -142,7 +182,7 @@ grpc::Status KernelServiceSyncImpl::Execute(grpc::ServerContext* ctx, const grpc
   v1::ExecuteRequest req;
   if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
   v1::ExecuteResponse resp;
-  if (Status st = RunAndWait(std::move(ctl), req, &resp); !st.ok()) return ToGrpc(st);
+  if (Status st = RunAndWait(runner_, std::move(ctl), req, &resp); !st.ok()) return ToGrpc(st);
   return SerializeRawMessage(resp, out);
 }
 
@@ -151,29 +191,9 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   // Checked once up front, as the callback stream does; each message is
   // admitted again (ControlFor), so a revoked token stops later requests.
-  Identity id;
-  if (Status st = IdentifyCall(*ctx, &id); !st.ok()) return ToGrpc(st);
-  StreamRegistry* registry = CurrentStreamRegistry();
-  // Counted by quota principal: every anonymous connection together.
-  const Principal quota_who(QuotaPrincipal(id.principal));
-  SyncStreamEntry* entry = nullptr;
-  if (registry != nullptr) {
-    entry = new SyncStreamEntry;
-    if (Status st = registry->Open(entry, quota_who); !st.ok()) {
-      entry->Unref();
-      return ToGrpc(st);
-    }
-  }
-  struct Closer {
-    StreamRegistry* registry;
-    SyncStreamEntry* entry;
-    const Principal& who;
-    ~Closer() {
-      if (entry == nullptr) return;
-      registry->Close(entry, who);
-      entry->Unref();
-    }
-  } closer{registry, entry, quota_who};
+  const RegisteredStream registered(*ctx);
+  if (!registered.status().ok()) return ToGrpc(registered.status());
+  SyncStreamEntry* entry = registered.entry();
   SyncExecuteStream s(ctx, stream,
                       {cfg_.stream_window, static_cast<int64_t>(cfg_.stream_buffer_mb) << 20});
   if (entry != nullptr) entry->Attach(&s);
@@ -191,12 +211,14 @@ grpc::Status KernelServiceSyncImpl::ExecuteStreamRaw(
         else
           runner_.Start(req, resp, std::move(ctl), std::move(done));
       },
-      "kerneld is shutting down: this stream's answers are written and it takes no more "
-      "messages; retry on another replica");
+      kDrainedStream);
 }
 
 Status RunAndWait(RequestRunner& runner, CallControl ctl, const v1::ExecuteRequest& req,
                   v1::ExecuteResponse* resp) {
+  // On the sync API IsCancelled() polls the call's completion queue (30 us
+  // a request on the 2-core machine, measured as the "launch" stage); only
+  // a request that waited in a queue is worth asking about.
   ctl.cancelled = CancelCheckAfter(kSyncCancelCheckAfter, std::move(ctl.cancelled));
   return StartAndWait(
       [&](DoneFn done) { runner.Start(req, resp, std::move(ctl), std::move(done)); });
@@ -205,28 +227,9 @@ Status RunAndWait(RequestRunner& runner, CallControl ctl, const v1::ExecuteReque
 grpc::Status ServeSyncStream(grpc::ServerContext* ctx,
                              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
                              RequestRunner& runner, StreamCodec& codec) {
-  Identity id;
-  if (Status st = IdentifyCall(*ctx, &id); !st.ok()) return ToGrpc(st);
-  StreamRegistry* registry = CurrentStreamRegistry();
-  const Principal quota_who(QuotaPrincipal(id.principal));
-  SyncStreamEntry* entry = nullptr;
-  if (registry != nullptr) {
-    entry = new SyncStreamEntry;
-    if (Status st = registry->Open(entry, quota_who); !st.ok()) {
-      entry->Unref();
-      return ToGrpc(st);
-    }
-  }
-  struct Closer {
-    StreamRegistry* registry;
-    SyncStreamEntry* entry;
-    const Principal& who;
-    ~Closer() {
-      if (entry == nullptr) return;
-      registry->Close(entry, who);
-      entry->Unref();
-    }
-  } closer{registry, entry, quota_who};
+  const RegisteredStream registered(*ctx);
+  if (!registered.status().ok()) return ToGrpc(registered.status());
+  SyncStreamEntry* entry = registered.entry();
   grpc::ByteBuffer in, out;
   for (int64_t n = 1; stream->Read(&in); ++n) {
     const size_t bytes = in.Length();
@@ -243,9 +246,7 @@ grpc::Status ServeSyncStream(grpc::ServerContext* ctx,
     codec.Serialize(refused, &resp, state.get(), &out);
     if (!stream->Write(out)) break;  // the client went away
     if (entry != nullptr && entry->draining())
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "kerneld is shutting down: this stream's answers are written and it "
-                          "takes no more messages; retry on another replica");
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, kDrainedStream);
   }
   return grpc::Status::OK;
 }

@@ -58,9 +58,6 @@ class KernelServiceSyncImpl final : public RawSyncService {
       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
  private:
-  // Runs one admitted request on this thread's behalf and waits for its
-  // completion (at once when the worker ran it inline, on this very thread).
-  Status RunAndWait(CallControl ctl, const v1::ExecuteRequest& req, v1::ExecuteResponse* resp);
   const Config& cfg_;
   RequestRunner& runner_;
 };
