@@ -59,6 +59,15 @@ int64_t GenUpper(const ShapeBindings& bind, const std::string& name) {
   return it == bind.symbols.end() ? 1 : it->second;
 }
 
+DType InputDType(const InputDef& in, DType want) {
+  if (in.dtypes.Contains(want)) return want;
+  DType dt = DType::kInvalid;
+  in.dtypes.ForEach([&](DType x) {
+    if (dt == DType::kInvalid) dt = x;
+  });
+  return dt;
+}
+
 BenchProblem DrawBenchProblem(const OpDef& op, const std::map<std::string, Shape>& shapes,
                               DType dtype, std::mt19937_64& rng) {
   BenchProblem p;
@@ -72,10 +81,7 @@ BenchProblem DrawBenchProblem(const OpDef& op, const std::map<std::string, Shape
   for (const InputDef& in : op.inputs) {
     auto it = shapes.find(in.name);
     if (it == shapes.end() || !IsStructuredIndex(in.gen)) continue;
-    DType dt = in.dtypes.Contains(dtype) ? dtype : DType::kInvalid;
-    in.dtypes.ForEach([&](DType x) {
-      if (dt == DType::kInvalid) dt = x;
-    });
+    const DType dt = InputDType(in, dtype);
     HostTensor t{dt, it->second, std::vector<double>(static_cast<size_t>(Numel(it->second)), 0.0)};
     StructuredIndex(in.gen, GenUpper(bind, in.gen_upper), rng, &t.values);
     p.index[in.name] = std::move(t);

@@ -18,16 +18,6 @@ namespace {
 constexpr int64_t kMaxEvaluateElements = int64_t{1} << 25;
 constexpr int kMaxIterations = 1000;
 
-// Input `in`'s dtype: the request's where it takes it, else its first.
-DType InputDType(const InputDef& in, DType want) {
-  if (in.dtypes.Contains(want)) return want;
-  DType dt = DType::kInvalid;
-  in.dtypes.ForEach([&](DType x) {
-    if (dt == DType::kInvalid) dt = x;
-  });
-  return dt;
-}
-
 // kernelctl's generation (client/input_gen.cc) over the built-in's schema.
 HostTensor Draw(const InputDef& in, DType dt, const Shape& shape, const ShapeBindings& bind,
                 const BenchProblem& structured, std::mt19937_64& rng) {

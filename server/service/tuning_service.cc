@@ -25,16 +25,6 @@ constexpr int kMaxDTypes = 16;
 // A problem's inputs are made on the host first (then copied to a GPU).
 constexpr int64_t kMaxProblemBytes = int64_t{4} << 30;
 
-// Input `in`'s dtype: the sweep's where it takes it, else its first.
-DType InputDType(const InputDef& in, DType want) {
-  if (in.dtypes.Contains(want)) return want;
-  DType dt = DType::kInvalid;
-  in.dtypes.ForEach([&](DType x) {
-    if (dt == DType::kInvalid) dt = x;
-  });
-  return dt;
-}
-
 std::string ShapeText(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);

@@ -16,6 +16,12 @@
 
 namespace kerneld {
 
+// The dtype input `in` is drawn in: `want` where the input takes it, else
+// its first (an index input stays int32 in a float16 problem). Shared by
+// kernel_bench's problems, EvaluateKernel and the tuning sweeps, so that
+// each sends what the others would.
+DType InputDType(const InputDef& in, DType want);
+
 // True for the kinds StructuredIndex fills.
 bool IsStructuredIndex(InputGen kind);
 
