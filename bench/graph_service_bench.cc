@@ -32,6 +32,7 @@
 // call failed or the graph and the separate calls differ, 2 on bad flags.
 #include <grpcpp/grpcpp.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -41,14 +42,17 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_client.h"
+#include "bench_util.h"
 #include "buffers.h"
+#include "cli_flags.h"
 #include "client.h"
 #include "graph_builder.h"
-#include "kerneld/percentile.h"
 
 namespace kerneld::bench {
 namespace {
@@ -59,25 +63,15 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string target, floor, device = "cuda:0";
-  std::vector<int64_t> tokens = {1, 16, 64};
+  std::vector<int64_t> tokens;
   int64_t hidden = 4096, intermediate = 14336;
   int iters = 200, clients = 8, chain_steps = 16;
   double seconds = 2;
   int64_t chain_elems = 4096;
 };
 
-[[noreturn]] void Fail(const std::string& what, const grpc::Status& st) {
-  std::fprintf(stderr, "graph_service_bench: %s: %s: %s\n", what.c_str(),
-               client::StatusName(st.error_code()).c_str(), st.error_message().c_str());
-  std::exit(1);
-}
-
 void Result(const std::string& key, double value) {
   std::printf("RESULT %s %.6g\n", key.c_str(), value);
-}
-
-double UsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
 // Runs f() `iters` times; its latencies in microseconds.
@@ -93,22 +87,9 @@ std::vector<double> Latencies(int iters, F&& f) {
   return us;
 }
 
-// A connection of its own (clients of one process otherwise share one).
-std::unique_ptr<client::KernelClient> Connect(const std::string& target, int n) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt("kerneld.bench.connection", n);
-  args.SetMaxReceiveMessageSize(256 << 20);
-  args.SetMaxSendMessageSize(256 << 20);
-  return std::make_unique<client::KernelClient>(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
-}
-
-// Uniform values in [lo, hi) of `dt` (float32, or bfloat16 rounded to
-// nearest even) as an inline wire tensor. The bench links no kernel library
-// (its CUDA fatbin would ride along in the bundle), so it makes its own.
-v1::Tensor RandomTensor(v1::DType dt, const std::vector<int64_t>& shape, std::mt19937_64& rng,
-                        double lo = -1, double hi = 1) {
+// Uniform values in [-1, 1) of `dt` (float32, or bfloat16 rounded to
+// nearest even) as an inline wire tensor.
+v1::Tensor RandomTensor(v1::DType dt, const std::vector<int64_t>& shape, std::mt19937_64& rng) {
   v1::Tensor t;
   t.set_dtype(dt);
   int64_t n = 1;
@@ -116,20 +97,19 @@ v1::Tensor RandomTensor(v1::DType dt, const std::vector<int64_t>& shape, std::mt
     t.add_shape(d);
     n *= d;
   }
-  std::uniform_real_distribution<float> dist(static_cast<float>(lo), static_cast<float>(hi));
-  std::string* bytes = t.mutable_inline_data();
-  bytes->resize(static_cast<size_t>(n) * (dt == v1::DTYPE_BFLOAT16 ? 2 : 4));
-  for (int64_t i = 0; i < n; ++i) {
-    const float f = dist(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    if (dt == v1::DTYPE_BFLOAT16) {
+  std::string bytes = RandomFloats(n, rng, -1, 1);
+  if (dt == v1::DTYPE_BFLOAT16) {
+    // In place, front to back: element i's two bytes land below the four
+    // it was read from, on bytes already read.
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, bytes.data() + i * 4, 4);
       const uint16_t h = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-      std::memcpy(bytes->data() + i * 2, &h, 2);
-    } else {
-      std::memcpy(bytes->data() + i * 4, &bits, 4);
+      std::memcpy(bytes.data() + i * 2, &h, 2);
     }
+    bytes.resize(static_cast<size_t>(n) * 2);
   }
+  t.set_inline_data(std::move(bytes));
   return t;
 }
 
@@ -286,8 +266,8 @@ int RunMlp(const Options& o, client::KernelClient& c) {
                       SameBytes(resp.outputs().at("residual"), want.second);
     if (!same) rc = 1;
     for (int i = 0; i < 10; ++i) graph_call();
-    const std::vector<double> gl = Latencies(o.iters, graph_call);
-    const std::vector<double> cl = Latencies(o.iters, four_calls);
+    const Latency gl = Summarize(Latencies(o.iters, graph_call));
+    const Latency cl = Summarize(Latencies(o.iters, four_calls));
     double echo = 0;
     if (floor) {
       // The same inline bytes in (x, residual) and out (the echo: y's and
@@ -304,13 +284,12 @@ int RunMlp(const Options& o, client::KernelClient& c) {
       echo = Percentile(Latencies(o.iters, echo_call), 0.5);
     }
     std::printf("%-4lld %12.1f %12.1f %12.1f %12.1f %12.1f %12.1f %6s\n", static_cast<long long>(T),
-                Percentile(gl, 0.5), Percentile(gl, 0.99), Percentile(cl, 0.5),
-                Percentile(cl, 0.99), first, echo, same ? "yes" : "NO");
+                gl.p50, gl.p99, cl.p50, cl.p99, first, echo, same ? "yes" : "NO");
     const std::string t = "T" + std::to_string(T);
-    Result("mlp_graph_p50_us_" + t, Percentile(gl, 0.5));
-    Result("mlp_graph_p99_us_" + t, Percentile(gl, 0.99));
-    Result("mlp_calls_p50_us_" + t, Percentile(cl, 0.5));
-    Result("mlp_calls_p99_us_" + t, Percentile(cl, 0.99));
+    Result("mlp_graph_p50_us_" + t, gl.p50);
+    Result("mlp_graph_p99_us_" + t, gl.p99);
+    Result("mlp_calls_p50_us_" + t, cl.p50);
+    Result("mlp_calls_p99_us_" + t, cl.p99);
     Result("mlp_graph_first_us_" + t, first);
     if (floor) Result("mlp_echo_p50_us_" + t, echo);
     Result("mlp_same_" + t, same ? 1 : 0);
@@ -406,65 +385,47 @@ int RunChain(const Options& o, client::KernelClient& c) {
   return 0;
 }
 
-bool ParseList(const std::string& s, std::vector<int64_t>* out) {
-  out->clear();
-  size_t at = 0;
-  while (at <= s.size()) {
-    const size_t comma = std::min(s.find(',', at), s.size());
-    char* end = nullptr;
-    const std::string item = s.substr(at, comma - at);
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 0) return false;
-    out->push_back(v);
-    at = comma + 1;
-  }
-  return !out->empty();
-}
-
 int Main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "graph_service_bench: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (a == "--target")
-      o.target = v;
-    else if (a == "--floor")
-      o.floor = v;
-    else if (a == "--device")
-      o.device = v;
-    else if (a == "--tokens") {
-      if (!ParseList(v, &o.tokens))
-        return std::fprintf(stderr, "graph_service_bench: --tokens %s\n", v.c_str()), 2;
-    } else if (a == "--hidden")
-      o.hidden = std::atoll(v.c_str());
-    else if (a == "--intermediate")
-      o.intermediate = std::atoll(v.c_str());
-    else if (a == "--iters")
-      o.iters = std::atoi(v.c_str());
-    else if (a == "--clients")
-      o.clients = std::atoi(v.c_str());
-    else if (a == "--seconds")
-      o.seconds = std::atof(v.c_str());
-    else if (a == "--chain_steps")
-      o.chain_steps = std::atoi(v.c_str());
-    else if (a == "--chain_elems")
-      o.chain_elems = std::atoll(v.c_str());
-    else {
-      std::fprintf(stderr, "graph_service_bench: unknown flag %s (see the file's header)\n",
-                   a.c_str());
-      return 2;
-    }
-  }
-  if (o.target.empty() || o.hidden <= 0 || o.intermediate <= 0 || o.iters <= 0 || o.clients <= 0 ||
-      o.seconds <= 0 || o.chain_steps <= 0 || o.chain_elems <= 0) {
-    std::fprintf(stderr,
-                 "graph_service_bench: --target is required; sizes and counts are positive\n");
-    return 2;
-  }
+  CLI::App app{"graph_service_bench: request graphs through kerneld (see the file's header)",
+               "graph_service_bench"};
+  // A repeated flag takes its last value: a script's override after its defaults.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--target", o.target, "the daemon: HOST:PORT or unix:/path")
+      ->type_name("ADDR")
+      ->required();
+  app.add_option("--floor", o.floor, "the echo floor, measured beside it")->type_name("ADDR");
+  app.add_option("--device", o.device, "where the kernels run (cpu: weights in shared memory)")
+      ->capture_default_str();
+  std::string tokens = "1,16,64";
+  app.add_option("--tokens", tokens, "the MLP block's tokens per call, one row each")
+      ->check(client::PositiveList(true))
+      ->capture_default_str();
+  app.add_option("--hidden", o.hidden, "the MLP block's hidden size")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--intermediate", o.intermediate, "the MLP block's intermediate size")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--iters", o.iters, "calls per latency figure")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--clients", o.clients, "the chain's clients, each its own connection")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--seconds", o.seconds, "each throughput window")
+      ->check(client::NumberAtLeast(0, false))
+      ->capture_default_str();
+  app.add_option("--chain_steps", o.chain_steps, "scale steps in the chain")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--chain_elems", o.chain_elems, "float32 elements the chain scales")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  if (std::optional<int> rc = ParseFlags(app, argc, argv)) return *rc;
+  o.tokens.clear();  // checked above: positive integers, comma-separated
+  std::stringstream list(tokens);
+  for (std::string item; std::getline(list, item, ',');) o.tokens.push_back(std::stoll(item));
   client::KernelClient c(o.target);
   const int mlp = RunMlp(o, c);
   const int chain = RunChain(o, c);

@@ -40,24 +40,23 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "bench_client.h"
+#include "bench_util.h"
 #include "buffers.h"
+#include "cli_flags.h"
 #include "client.h"
 #include "graph_builder.h"
-#include "kerneld/percentile.h"
 
 namespace kerneld::bench {
 namespace {
@@ -75,22 +74,9 @@ struct Options {
   int iters = 2000, faults = 100, quiet_calls = 2000;
 };
 
-[[noreturn]] void Fail(const std::string& what, const grpc::Status& st) {
-  std::fprintf(stderr, "user_kernel_bench: %s: %s: %s\n", what.c_str(),
-               client::StatusName(st.error_code()).c_str(), st.error_message().c_str());
-  std::exit(1);
-}
-
 [[noreturn]] void CannotMeasure(const std::string& why) {
   std::fprintf(stderr, "user_kernel_bench: cannot measure user kernels here: %s\n", why.c_str());
   std::exit(3);
-}
-
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-double UsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
 // The figures, in the order measured: the RESULT lines and the JSON record.
@@ -98,18 +84,6 @@ std::vector<std::pair<std::string, double>> g_results;
 void Result(const std::string& key, double value) {
   g_results.emplace_back(key, value);
   std::printf("RESULT %s %.6g\n", key.c_str(), value);
-}
-
-// A connection of its own (clients of one process otherwise share one).
-std::unique_ptr<client::KernelClient> Connect(const std::string& target, int n) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt("kerneld.bench.connection", n);
-  args.SetMaxReceiveMessageSize(256 << 20);
-  args.SetMaxSendMessageSize(256 << 20);
-  return std::make_unique<client::KernelClient>(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args),
-      client::ClientOptions(256, kCallTimeout));
 }
 
 // The user kernels: the same signature (x, y, n, factor) as the spec below.
@@ -186,17 +160,6 @@ void CheckRegisterRefusal(const grpc::Status& st) {
   }
 }
 
-std::string RandomFloats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2, 2);
-  std::string b(static_cast<size_t>(n) * 4, '\0');
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = u(rng);
-    std::memcpy(&b[static_cast<size_t>(i) * 4], &v, 4);
-  }
-  return b;
-}
-
 v1::Tensor InlineTensor(const std::vector<int64_t>& shape, const std::string& bytes) {
   v1::Tensor t;
   t.set_dtype(v1::DTYPE_FLOAT32);
@@ -271,17 +234,6 @@ double TimedCall(client::KernelClient& c, const v1::ExecuteRequest& req, const c
   return us;
 }
 
-struct Latency {
-  double p50 = 0, p99 = 0, max = 0;
-};
-Latency Summarize(const std::vector<double>& v) {
-  Latency l;
-  l.p50 = Percentile(v, 0.5);
-  l.p99 = Percentile(v, 0.99);
-  l.max = Percentile(v, 1.0);
-  return l;
-}
-
 // The built-in loop of part 3: scale and rmsnorm on the GPU, alternately,
 // on a connection of its own, until `stop` or `max_calls`.
 struct BuiltinLoop {
@@ -320,23 +272,6 @@ struct BuiltinLoop {
     }
   }
 };
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 const char* YesNo(bool ok) { return ok ? "yes" : "NO"; }
 
@@ -436,7 +371,7 @@ int Run(const Options& o) {
   v1::RegisterKernelResponse trap_reg;
   if (grpc::Status st = admin.Register(trap_spec, &trap_reg); !st.ok())
     Fail("RegisterKernel " + std::string(kTrapName), st);
-  auto side = Connect(o.target, 1);
+  auto side = Connect(o.target, 1, client::ClientOptions(256, kCallTimeout));
   std::atomic<bool> stop{false};
   BuiltinLoop quiet, across;
   quiet.Run(*side, o, stop, o.quiet_calls);
@@ -575,44 +510,35 @@ int Main(int argc, char** argv) {
   // Line by line: a refusal on stderr comes after what stdout said before it.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "user_kernel_bench: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (a == "--target")
-      o.target = v;
-    else if (a == "--device")
-      o.device = v;
-    else if (a == "--via")
-      o.via = v;
-    else if (a == "--builtin_backend")
-      o.builtin_backend = v;
-    else if (a == "--json")
-      o.json = v;
-    else if (a == "--elems")
-      o.elems = std::atoll(v.c_str());
-    else if (a == "--iters")
-      o.iters = std::atoi(v.c_str());
-    else if (a == "--faults")
-      o.faults = std::atoi(v.c_str());
-    else if (a == "--quiet_calls")
-      o.quiet_calls = std::atoi(v.c_str());
-    else {
-      std::fprintf(stderr, "user_kernel_bench: unknown flag %s (see the file's header)\n",
-                   a.c_str());
-      return 2;
-    }
-  }
-  if (o.target.empty() || o.elems <= 0 || o.iters <= 0 || o.faults <= 0 || o.quiet_calls < 0 ||
-      (o.via != "buffer" && o.via != "inline")) {
-    std::fprintf(stderr,
-                 "user_kernel_bench: --target is required; --elems, --iters and --faults are "
-                 "positive; --via is buffer or inline\n");
-    return 2;
-  }
+  CLI::App app{"user_kernel_bench: user kernels against a GPU daemon (see the file's header)",
+               "user_kernel_bench"};
+  // A repeated flag takes its last value: a script's override after its defaults.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--target", o.target,
+                 "the daemon: HOST:PORT or unix:/path (registering needs an admin)")
+      ->type_name("ADDR")
+      ->required();
+  app.add_option("--device", o.device, "the GPU the kernels run on")->capture_default_str();
+  app.add_option("--elems", o.elems, "float32 elements of the scale calls' input")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--iters", o.iters, "calls of each scale in part 2")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--faults", o.faults, "faults injected in part 3")
+      ->check(client::IntAtLeast(1))
+      ->capture_default_str();
+  app.add_option("--quiet_calls", o.quiet_calls, "the built-in loop's calls before the faults")
+      ->check(client::IntAtLeast(0))
+      ->capture_default_str();
+  app.add_option("--via", o.via, "the input: in a buffer kerneld allocated, or inline")
+      ->check(CLI::IsMember({"buffer", "inline"}))
+      ->capture_default_str();
+  app.add_option("--builtin_backend", o.builtin_backend,
+                 "the built-in scale's backend (\"\": the scheduler's choice)")
+      ->capture_default_str();
+  app.add_option("--json", o.json, "also write the figures as one JSON object")->type_name("FILE");
+  if (std::optional<int> rc = ParseFlags(app, argc, argv)) return *rc;
   return Run(o);
 }
 
