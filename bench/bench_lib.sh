@@ -50,23 +50,43 @@ bench_use_bundle() {
   export KERNELD_BINARY=$PWD/$B/bin/kerneld
 }
 
-# The binaries a service bench drives: KERNELD, KERNELCTL and ECHO_FLOOR when
-# set, else those of the build tree $1 (default build), or of the bundle when
-# $1 is "bundle". Sets kerneld, kernelctl and floor; exits 2 when one is
-# missing.
+# bench_binaries [BUILD [NAME...]]: the binaries a service bench drives:
+# KERNELD, KERNELCTL and ECHO_FLOOR when set, else those of the build tree
+# BUILD (default build), or of the bundle when BUILD is "bundle". Sets
+# kerneld, kernelctl and floor; exits 2 when one the bench needs is missing.
+# NAME: the ones it needs, of kerneld, kernelctl and floor (default all
+# three: a bench that starts no echo floor runs without one).
 bench_binaries() {
   if [[ ${1:-} == bundle ]]; then bench_use_bundle || exit 2; fi
   local build=${1:-build}
   kerneld=${KERNELD:-$build/server/kerneld}
+  # shellcheck disable=SC2034  # the caller's, checked below by name
   kernelctl=${KERNELCTL:-$build/client/kernelctl}
   floor=${ECHO_FLOOR:-$build/bench/kerneld_echo_floor}
-  local b
-  for b in "$kerneld" "$kernelctl" "$floor"; do
-    [[ -x $b ]] || {
-      echo "$(basename "$0"): no $b (build kerneld kernelctl kerneld_echo_floor, or set KERNELD, KERNELCTL, ECHO_FLOOR)" >&2
+  local need=("${@:2}")
+  ((${#need[@]} > 0)) || need=(kerneld kernelctl floor)
+  # Each one's build target and variable, for the message.
+  local -A make_target=([kerneld]=kerneld [kernelctl]=kernelctl [floor]=kerneld_echo_floor)
+  local -A env_var=([kerneld]=KERNELD [kernelctl]=KERNELCTL [floor]=ECHO_FLOOR)
+  local name targets="" vars=""
+  for name in "${need[@]}"; do
+    targets+=" ${make_target[$name]}"
+    vars+="${vars:+, }${env_var[$name]}"
+  done
+  for name in "${need[@]}"; do
+    [[ -x ${!name} ]] || {
+      echo "$(basename "$0"): no ${!name} (build$targets, or set $vars)" >&2
       exit 2
     }
   done
+}
+
+# bench_stamp [GPU]: the line a bench's figures are stamped with: the GPU
+# (default bench_gpu's line), the commit of the binaries measured
+# (bench_commit) and the date.
+# shellcheck disable=SC2120  # GPU is optional
+bench_stamp() {
+  echo "${1:-$(bench_gpu)}; $(bench_commit); $(date -u +%F)"
 }
 
 # A scratch folder in `dir` (/tmp/NAME-XXXXXX), empty `pids` and

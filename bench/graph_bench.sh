@@ -43,7 +43,7 @@ seconds=${WINDOW_S:-2}
 tokens=${TOKENS:-1,16,64}
 device=${DEVICE:-cuda:0}
 bench_workdir graph-bench
-head="$(bench_gpu); $(bench_commit); $(date -u +%F)"
+head=$(bench_stamp)
 
 echo "== $head"
 echo "== 1. local reference (one process)"

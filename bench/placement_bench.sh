@@ -42,13 +42,7 @@
 set -euo pipefail
 # shellcheck source=bench/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
-build=${1:-build}
-if [[ $build == bundle ]]; then bench_use_bundle || exit 2; fi
-kerneld=${KERNELD:-$build/server/kerneld}
-kernelctl=${KERNELCTL:-$build/client/kernelctl}
-for b in "$kerneld" "$kernelctl"; do
-  [[ -x $b ]] || { echo "placement_bench: no $b (build kerneld kernelctl, or set KERNELD, KERNELCTL)" >&2; exit 2; }
-done
+bench_binaries "${1:-}" kerneld kernelctl
 clients=${CLIENTS:-64}
 IFS=';' read -r -a mix <<<"${MIX:-rmsnorm --dtype float16 --shape 16x4096;silu_and_mul --dtype float16 --shape 16x8192;gemm --dtype float16 --shape 8x4096 --input b=float16:4096x1024 --attr transpose_b=false;gemm --dtype float16 --shape 1x1024 --input b=float16:4096x1024 --attr transpose_b=true}"
 warm_ms=${WARM_MS:-3000}
@@ -77,7 +71,7 @@ all_gpus=$(IFS=,; echo "${gpus[*]}")
 bench_workdir placement-bench
 gpu_name=$(bench_gpu 2>/dev/null | head -n 1)
 ((${#gpus[@]} == 0)) || gpu_name="$gpu_name x ${#gpus[@]}"
-head="$gpu_name; $(bench_commit); $(date -u +%F)"
+head=$(bench_stamp "$gpu_name")
 # Device label -> name in the output: gpuN for a GPU, the label otherwise.
 names=$dir/device_names
 : >"$names"

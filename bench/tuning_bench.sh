@@ -32,13 +32,7 @@
 set -euo pipefail
 # shellcheck source=bench/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
-build=${1:-build}
-if [[ $build == bundle ]]; then bench_use_bundle || exit 2; fi
-kerneld=${KERNELD:-$build/server/kerneld}
-kernelctl=${KERNELCTL:-$build/client/kernelctl}
-for b in "$kerneld" "$kernelctl"; do
-  [[ -x $b ]] || { echo "tuning_bench: no $b (build kerneld kernelctl, or set KERNELD, KERNELCTL)" >&2; exit 2; }
-done
+bench_binaries "${1:-}" kerneld kernelctl
 IFS=, read -r -a ms <<<"${MS:-1,4,8,16,32}"
 read -r -a nks <<<"${NKS:-1024x1024 1024x4096 1024x14336 4096x1024 4096x4096 4096x14336 14336x1024 14336x4096}"
 dtypes=${DTYPES:-float16,bfloat16,float32}
@@ -49,7 +43,7 @@ mix_records=${MIX_RECORDS:-3000}
 concurrency=${CONCURRENCY:-16}
 device=${DEVICE:-}
 bench_workdir tuning-bench
-head="$(bench_gpu 2>/dev/null || echo "?"); $(bench_commit); $(date -u +%F)"
+head=$(bench_stamp)
 A=$dir/tuning_A
 B=$dir/tuning_B
 # Tune needs an admin: the unix socket's caller is this uid.

@@ -46,7 +46,7 @@ if [[ -n $out ]]; then
   out=$(cd "$out" && pwd)
 fi
 bench_workdir user-kernel-bench
-head="$(bench_gpu); $(bench_commit); $(date -u +%F)"
+head=$(bench_stamp)
 keep() {  # keep FILE...: copies them into OUT, when set
   [[ -z $out ]] || cp "$@" "$out/" 2>/dev/null || true
 }
