@@ -31,7 +31,10 @@
 #   KERNELD_FLAGS   extra daemon flags (e.g. --grpc_api=sync)
 #   OUT             keep the CSV and JSON records there (default: a
 #                   temporary folder, removed at the end)
-#   KERNELD, KERNELCTL replace the binaries.
+#   KERNELD, KERNELCTL, KSERVE_FRONT_BENCH replace the binaries.
+# Then, where kserve_front_bench is built, the inline comparison again with
+# one client program for both front ends (the ratio of the front ends
+# alone, the load generators' own costs aside).
 # The daemon runs with --anonymous_buffers=shared: perf_analyzer registers
 # its regions on one connection and may send on others, and by default each
 # anonymous TCP connection is a principal of its own (docs/security.md).
@@ -44,6 +47,8 @@ build=${1:-build}
 kerneld=${KERNELD:-$build/server/kerneld}
 kernelctl=${KERNELCTL:-$build/client/kernelctl}
 [[ $build == "${B:-}" ]] && kerneld=${KERNELD:-$B/bin/kerneld} kernelctl=${KERNELCTL:-$B/bin/kernelctl}
+front=${KSERVE_FRONT_BENCH:-$build/bench/kserve_front_bench}
+[[ $build == "${B:-}" ]] && front=${KSERVE_FRONT_BENCH:-$B/bench/kserve_front_bench}
 pa=${PERF_ANALYZER:-$(command -v perf_analyzer || true)}
 for b in "$kerneld" "$kernelctl" "$pa"; do
   [[ -n $b && -x $b ]] || {
@@ -126,6 +131,18 @@ for p in $paths; do
       "${v1_tp[$l]:-0}" "${v1_p50[$l]:-0}" "$ratio"
   done
 done
+# The same comparison with one client program for both front ends
+# (kserve_front_bench: the same stubs, channels and bytes), so that the
+# ratio is the front ends' alone; perf_analyzer and kernelctl are different
+# load generators with costs of their own.
+if [[ -x $front ]]; then
+  echo
+  echo "# one client program for both (kserve_front_bench), inline, rounds alternating v1 / KServe:"
+  front_args=(--target "$addr" --shape "$shape" --clients "${levels// /,}" --seconds "$(awk "BEGIN { print $ms / 1000 }")"
+              --json "$out/front.json")
+  [[ -n $backend ]] && front_args+=(--backend "$backend")
+  "$front" "${front_args[@]}" | grep -v '^RESULT'
+fi
 echo
 echo "# records: $out (perf_analyzer CSV and logs, kernelctl perf JSON)"
 [[ -n ${OUT:-} ]] || echo "# (set OUT=DIR to keep them)"
