@@ -18,15 +18,28 @@ __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16 bytes global -> shared, or 16 zeros when !valid (nothing is read).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+// 16 bytes global -> the shared address s (SmemAddr), src_bytes of them
+// read from gmem and the rest zero-filled (0: nothing is read).
+__device__ __forceinline__ void CpAsync16At(uint32_t s, const void* gmem, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
-               "r"(valid ? 16 : 0)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes)
                : "memory");
 #else
   __trap();  // never launched below 8.0: the binding's requirements say so
 #endif
+}
+
+// 16 bytes global -> shared, or 16 zeros when !valid (nothing is read);
+// CpAsync16Bytes takes the byte count (16 or 0) instead. The two differ
+// only in where the count is computed (after the shared address here,
+// before it, by the caller, there): each keeps the instruction order its
+// kernels were tuned and compiled with.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = SmemAddr(smem);
+  CpAsync16At(s, gmem, valid ? 16 : 0);
+}
+__device__ __forceinline__ void CpAsync16Bytes(void* smem, const void* gmem, int src_bytes) {
+  CpAsync16At(SmemAddr(smem), gmem, src_bytes);
 }
 __device__ __forceinline__ void CpAsyncCommit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

@@ -50,8 +50,11 @@ inline constexpr int kRowScratch = 256;
 // Sum of v over the threads of one row (threadIdx.x; blockDim.x a multiple
 // of 32); every thread gets the total. Every thread of the block must call
 // it: it synchronizes the block when a row spans several warps. Each warp
-// then reduces the per-warp partials itself, which saves a broadcast.
-__device__ __forceinline__ float RowSum(float v, float* scratch) {
+// then reduces the per-warp partials itself, which saves a broadcast. The
+// partials' scratch is the function's own (one array a kernel, as
+// ClusterRowSum's): every call of a kernel shares it, one after the other.
+__device__ __forceinline__ float RowSum(float v) {
+  __shared__ float scratch[kRowScratch];
   v = WarpSum(v);
   if (blockDim.x == 32) return v;
   float* s = scratch + threadIdx.y * 32;

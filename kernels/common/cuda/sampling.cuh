@@ -10,20 +10,24 @@
 
 namespace kerneld::cuda {
 
-// The chunk [begin, end) of a row of `vocab` values that this thread owns,
-// `chunk` values a thread in thread order (empty past the row's end).
+// The chunk [begin, end) of a row of `vocab` values that thread `tid`
+// (this one) owns, `chunk` values a thread in thread order (empty past the
+// row's end). tid is the int the kernels' block scans name owners by.
 struct ThreadChunk {
   int64_t begin, end;
+  int tid;
 };
 
 __device__ __forceinline__ ThreadChunk ThreadChunkOf(int64_t vocab, int64_t chunk) {
   const int64_t first = int64_t{threadIdx.x} * chunk;
   const int64_t begin = first < vocab ? first : vocab;
-  return {begin, begin + chunk < vocab ? begin + chunk : vocab};
+  return {begin, begin + chunk < vocab ? begin + chunk : vocab, static_cast<int>(threadIdx.x)};
 }
 
 // Row r's random stream: Philox subsequence r of `seed`, so that a row's
 // draw depends on neither the other rows nor the grid.
+// (Initialized in place: a state returned by value compiled to other SASS
+// in top_k_top_p_sampling.)
 __device__ __forceinline__ void InitRowRng(unsigned long long seed, int64_t r,
                                            curandStatePhilox4_32_10_t* rng) {
   curand_init(seed, static_cast<unsigned long long>(r), 0, rng);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "common/cuda/norm_rows.cuh"
 #include "common/cuda/rows.cuh"
 #include "common/cuda/split_rows.cuh"
 #include "common/cuda/width.cuh"
@@ -34,16 +35,6 @@ __device__ __forceinline__ Pack<T, N> AddPacks(const Pack<T, N>& a, const Pack<T
   return o;
 }
 
-// The output pack: s * scale * (w + bias), rounded to T.
-template <typename T, int N>
-__device__ __forceinline__ Pack<T, N> ScaledPack(const float (&s)[N], float scale,
-                                                 const Pack<T, N>& w, float bias) {
-  Pack<T, N> o;
-#pragma unroll
-  for (int j = 0; j < N; ++j) o.v[j] = FromFloat<T>(s[j] * scale * (ToFloat(w.v[j]) + bias));
-  return o;
-}
-
 // In place, x_out == x and residual_out == residual: not __restrict__. Each
 // thread reads its elements before it writes them, and no other thread
 // touches them.
@@ -51,10 +42,8 @@ template <typename T, int N, int kItems, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     FusedAddRmsNormKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out, T* res_out,
                           int64_t rows, int units, float eps, float bias) {
-  units = Width<kUnits>(units);
+  const float h = NormWidth<kUnits, N>(units);
   using P = Pack<T, N>;
-  __shared__ float scratch[kRowScratch];
-  const float h = static_cast<float>(units) * N;
   for (int64_t row0 = FirstBlockRow(); row0 < rows; row0 += BlockRowStride()) {
     const auto [live, base] = RowSlot(row0, rows, units);
     const P* xr = reinterpret_cast<const P*>(x) + base;
@@ -74,14 +63,14 @@ __global__ void __launch_bounds__(1024)
         ro[u] = AddPacks(a, b, s[k], &ss);
       }
     }
-    const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
+    const float scale = rsqrtf(RowSum(ss) / h + eps);
     P* xo = reinterpret_cast<P*>(x_out) + base;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int u = threadIdx.x + k * blockDim.x;
       if (live && u < units) {
         const P& wk = wv.Get(wp, k, u);
-        xo[u] = ScaledPack(s[k], scale, wk, bias);
+        xo[u] = RmsPack(s[k], scale, wk, bias);
       }
     }
   }
@@ -93,10 +82,8 @@ template <typename T, int N, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     FusedAddRmsNormWideKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out,
                               T* res_out, int64_t rows, int64_t units, float eps, float bias) {
-  units = Width<kUnits>(units);
+  const float h = NormWidth<kUnits, N>(units);
   using P = Pack<T, N>;
-  __shared__ float scratch[kRowScratch];
-  const float h = static_cast<float>(units * N);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const P* xr = reinterpret_cast<const P*>(x) + row * units;
     const P* rr = reinterpret_cast<const P*>(res) + row * units;
@@ -110,7 +97,7 @@ __global__ void __launch_bounds__(1024)
         ss += s * s;
       }
     }
-    const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
+    const float scale = rsqrtf(RowSum(ss) / h + eps);
     const P* wp = reinterpret_cast<const P*>(w);
     P* xo = reinterpret_cast<P*>(x_out) + row * units;
     P* ro = reinterpret_cast<P*>(res_out) + row * units;
@@ -139,10 +126,8 @@ template <typename T, int N, int kItems, int64_t kUnits = 0, int64_t kChunk = 0>
 __global__ void __launch_bounds__(kSplitMaxThreads)
     FusedAddRmsNormSplitKernel(const T* x, const T* res, const T* __restrict__ w, T* x_out,
                                T* res_out, int64_t units, int64_t chunk, float eps, float bias) {
-  units = Width<kUnits>(units);
-  chunk = Width<kChunk>(chunk);
+  const SplitSlot slot = NormSplitSlot<kUnits, kChunk>(units, chunk);
   using P = Pack<T, N>;
-  const SplitSlot slot(units, chunk);
   const int64_t base = slot.row * units;
   const P* xr = reinterpret_cast<const P*>(x) + base;
   const P* rr = reinterpret_cast<const P*>(res) + base;
@@ -168,7 +153,7 @@ __global__ void __launch_bounds__(kSplitMaxThreads)
   for (int k = 0; k < kItems; ++k) {
     const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
     if (u < slot.u1) {
-      xo[u] = ScaledPack(s[k], scale, wv[k], bias);
+      xo[u] = RmsPack(s[k], scale, wv[k], bias);
     }
   }
 }
@@ -178,16 +163,13 @@ template <typename T, int N>
 cudaError_t LaunchFused(const T* x, const T* r, const T* w, T* xo, T* ro, int64_t rows, int64_t h,
                         float eps, float bias, int sm_count, int cc, cudaStream_t stream) {
   const int64_t units = h / N;
-  if (const SplitRowPlan sp =
-          PlanSplitRows(rows, units, N * static_cast<int>(sizeof(T)), kMaxItems<N>, sm_count, cc);
-      sp.cluster > 0) {
-    bool launched = false;
-    const cudaError_t e = DispatchItems<kMaxItems<N>>(sp.items, [&](auto items) {
-      return LaunchSplitRows(FusedAddRmsNormSplitKernel<T, N, decltype(items)::value>, sp, rows,
-                             stream, &launched, x, r, w, xo, ro, units, sp.chunk, eps, bias);
-    });
-    if (e != cudaSuccess || launched) return e;
-  }
+  if (const auto e = LaunchPlannedSplitRows<T, N>(
+          rows, units, sm_count, cc, [&](auto items, const SplitRowPlan& sp, bool* launched) {
+            return LaunchSplitRows(FusedAddRmsNormSplitKernel<T, N, decltype(items)::value>, sp,
+                                   rows, stream, launched, x, r, w, xo, ro, units, sp.chunk, eps,
+                                   bias);
+          }))
+    return *e;
   const RowPlan p = PlanNormRows(rows, units, kMaxItems<N>, sm_count);
   if (p.items == 0) {
     FusedAddRmsNormWideKernel<T, N>

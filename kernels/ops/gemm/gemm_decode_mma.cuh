@@ -44,6 +44,7 @@
 #include <type_traits>
 
 #include "common/cuda/launch.cuh"
+#include "common/cuda/mma.cuh"
 #include "common/cuda/vec.cuh"
 #include "ops/gemm/gemm_decode_splits.cuh"
 
@@ -70,28 +71,13 @@ constexpr int kStepK = kTransB ? 32 : 16;
 template <bool kTransB>
 constexpr int kPad = kTransB ? 32 : 8;
 
-// d += a b for one m16n8k16 tile; T picks the bf16 or f16 instruction.
+// d += a b for one m16n8k16 tile (common/cuda/mma.cuh), the A fragment
+// given as the four registers this kernel assembles it in.
 template <typename T>
 __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                     uint32_t a3, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-#else
-  __trap();  // never launched below 8.0: the dispatch checks first
-#endif
+  const uint32_t a[4] = {a0, a1, a2, a3};
+  mma::Mma<T>(d, a, b0, b1);
 }
 
 // 16 bytes global -> shared without a register (cp.async, compute

@@ -23,8 +23,9 @@
 // K % 8 == 0, and N % 8 == 0 for a [K, N] b, so that every 16-byte piece
 // is either wholly inside the matrix or wholly outside (zero-filled).
 //
-// Device code only and no kerneld headers, so bench/labs/gemm_decode_lab.cu can
-// time variants of it on their own.
+// Device code only, and of kerneld's headers only common/cuda/mma.cuh (the
+// cp.async / ldmatrix / mma.sync wrappers, device code too), so
+// bench/labs/gemm_decode_lab.cu can time variants of it on their own.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -34,6 +35,8 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "common/cuda/mma.cuh"
 
 namespace kerneld::cuda::decode_pipe {
 
@@ -65,76 +68,6 @@ constexpr int SmemBytes() {
 inline constexpr int kMaxClusterSplits = 8;
 
 namespace detail {
-
-__device__ __forceinline__ unsigned SmemAddr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; src_bytes 0 zero-fills (the address is then
-// not read, but is kept valid anyway).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
-               "r"(src_bytes)
-               : "memory");
-#else
-  __trap();
-#endif
-}
-
-__device__ __forceinline__ void CpAsyncCommit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-
-template <bool kTrans>
-__device__ __forceinline__ void Ldmatrix4(uint32_t (&r)[4], const void* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (kTrans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(SmemAddr(p)));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(SmemAddr(p)));
-  }
-#else
-  __trap();
-#endif
-}
-
-// d += a b for one m16n8k16 tile; T picks the bf16 or f16 instruction.
-template <typename T>
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#else
-  __trap();
-#endif
-}
 
 template <typename T>
 __device__ __forceinline__ T RoundTo(float v) {
@@ -200,7 +133,8 @@ __global__ void __launch_bounds__(kThreads)
       const int r = i / PIECES_A, p = i - r * PIECES_A;
       const int64_t k = k0 + 8 * p;
       const bool ok = k < k_total;
-      detail::CpAsync16(a_s + r * G::kAPitch + 8 * p, ok ? a + r * k_total + k : a, ok ? 16 : 0);
+      // !ok zero-fills; the address is not read but stays a valid one anyway.
+      mma::CpAsync16Bytes(a_s + r * G::kAPitch + 8 * p, ok ? a + r * k_total + k : a, ok ? 16 : 0);
     }
 #pragma unroll
     for (int i = tid; i < ROWS_B * PIECES_B; i += kThreads) {
@@ -216,7 +150,7 @@ __global__ void __launch_bounds__(kThreads)
         ok = k < k_total && n < n_total;
         src = b + k * n_total + n;
       }
-      detail::CpAsync16(b_s + r * G::kBPitch + 8 * p, ok ? src : b, ok ? 16 : 0);
+      mma::CpAsync16Bytes(b_s + r * G::kBPitch + 8 * p, ok ? src : b, ok ? 16 : 0);
     }
   };
 
@@ -239,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int mt = 0; mt < MT16; ++mt) {
         // Matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
         const int row = mt * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
-        detail::Ldmatrix4<false>(af[mt], a_s + row * G::kAPitch + kk + 8 * (lane >> 4));
+        mma::Ldsm4<false>(af[mt], a_s + row * G::kAPitch + kk + 8 * (lane >> 4));
       }
 #pragma unroll
       for (int j = 0; j < NT; j += 2) {
@@ -247,15 +181,15 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t bf[4];
         if constexpr (kTransB) {
           const int n = 8 * j + (lane & 7) + 8 * (lane >> 4);
-          detail::Ldmatrix4<false>(bf, b_s + n * G::kBPitch + kk + 8 * ((lane >> 3) & 1));
+          mma::Ldsm4<false>(bf, b_s + n * G::kBPitch + kk + 8 * ((lane >> 3) & 1));
         } else {
           const int k = kk + (lane & 7) + 8 * ((lane >> 3) & 1);
-          detail::Ldmatrix4<true>(bf, b_s + k * G::kBPitch + 8 * j + 8 * (lane >> 4));
+          mma::Ldsm4<true>(bf, b_s + k * G::kBPitch + 8 * j + 8 * (lane >> 4));
         }
 #pragma unroll
         for (int mt = 0; mt < MT16; ++mt) {
-          detail::Mma<T>(acc[mt][j], af[mt], bf[0], bf[1]);
-          detail::Mma<T>(acc[mt][j + 1], af[mt], bf[2], bf[3]);
+          mma::Mma<T>(acc[mt][j], af[mt], bf[0], bf[1]);
+          mma::Mma<T>(acc[mt][j + 1], af[mt], bf[2], bf[3]);
         }
       }
     }
@@ -280,17 +214,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < nch) load_chunk(s, chunk_at(s));
-    detail::CpAsyncCommit();
+    mma::CpAsyncCommit();
   }
   for (int i = 0; i < nch; ++i) {
-    detail::CpAsyncWait<STAGES - 2>();
+    mma::CpAsyncWait<STAGES - 2>();
     __syncthreads();  // the chunk is visible to all; slot (i - 1) % STAGES is free again
     const int next = i + STAGES - 1;
     if (next < nch) load_chunk(next % STAGES, chunk_at(next));
-    detail::CpAsyncCommit();
+    mma::CpAsyncCommit();
     compute_chunk(i % STAGES);
   }
-  detail::CpAsyncWait<0>();
+  mma::CpAsyncWait<0>();
   __syncthreads();
 
   // Per-warp sums into shared memory, then added in warp order.

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "common/cuda/norm_rows.cuh"
 #include "common/cuda/rows.cuh"
 #include "common/cuda/split_rows.cuh"
 #include "common/cuda/width.cuh"
@@ -38,12 +39,10 @@ template <typename T, int N, int kItems, int kMaxThreads, int kMinBlocks, int64_
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     LayerNormKernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y,
                     int64_t rows, int units, float eps) {
-  units = Width<kUnits>(units);
+  const float h = NormWidth<kUnits, N>(units);
   using P = Pack<T, N>;
   // Pairs of elements where the pack has them (the vector path).
   constexpr int kStep = N % 2 == 0 ? 2 : 1;
-  __shared__ float scratch[kRowScratch];
-  const float h = static_cast<float>(units) * N;
   for (int64_t row0 = FirstBlockRow(); row0 < rows; row0 += BlockRowStride()) {
     const auto [live, base] = RowSlot(row0, rows, units);
     const P* xr = reinterpret_cast<const P*>(x) + base;
@@ -65,7 +64,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
         }
       }
     }
-    const float mean = RowSum(sum, scratch) / h;
+    const float mean = RowSum(sum) / h;
     float dev = 0.0f;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
@@ -84,7 +83,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
         }
       }
     }
-    const float rstd = rsqrtf(RowSum(dev, scratch) / h + eps);
+    const float rstd = rsqrtf(RowSum(dev) / h + eps);
     const P* gp = reinterpret_cast<const P*>(gamma);
     const P* bp = reinterpret_cast<const P*>(beta);
     P* yr = reinterpret_cast<P*>(y) + base;
@@ -123,10 +122,8 @@ template <typename T, int N, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     LayerNormWideKernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y,
                         int64_t rows, int64_t units, float eps) {
-  units = Width<kUnits>(units);
+  const float h = NormWidth<kUnits, N>(units);
   using P = Pack<T, N>;
-  __shared__ float scratch[kRowScratch];
-  const float h = static_cast<float>(units * N);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const P* xr = reinterpret_cast<const P*>(x) + row * units;
     float sum = 0.0f;
@@ -135,7 +132,7 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
       for (int j = 0; j < N; ++j) sum += ToFloat(v.v[j]);
     }
-    const float mean = RowSum(sum, scratch) / h;
+    const float mean = RowSum(sum) / h;
     float dev = 0.0f;
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
       const P v = xr[u];
@@ -145,7 +142,7 @@ __global__ void __launch_bounds__(1024)
         dev += c * c;
       }
     }
-    const float rstd = rsqrtf(RowSum(dev, scratch) / h + eps);
+    const float rstd = rsqrtf(RowSum(dev) / h + eps);
     const P* gp = reinterpret_cast<const P*>(gamma);
     const P* bp = reinterpret_cast<const P*>(beta);
     P* yr = reinterpret_cast<P*>(y) + row * units;
@@ -171,10 +168,8 @@ template <typename T, int N, int kItems, int64_t kUnits = 0, int64_t kChunk = 0>
 __global__ void __launch_bounds__(kSplitMaxThreads)
     LayerNormSplitKernel(const T* x, const T* __restrict__ gamma, const T* __restrict__ beta, T* y,
                          int64_t units, int64_t chunk, float eps) {
-  units = Width<kUnits>(units);
-  chunk = Width<kChunk>(chunk);
+  const SplitSlot slot = NormSplitSlot<kUnits, kChunk>(units, chunk);
   using P = Pack<T, N>;
-  const SplitSlot slot(units, chunk);
   const P* xr = reinterpret_cast<const P*>(x) + slot.row * units;
   const P* gp = reinterpret_cast<const P*>(gamma);
   const P* bp = reinterpret_cast<const P*>(beta);
@@ -226,16 +221,12 @@ template <typename T, int N>
 cudaError_t Launch(const T* x, const T* g, const T* b, T* y, int64_t rows, int64_t h, float eps,
                    int sm_count, int cc, cudaStream_t stream) {
   const int64_t units = h / N;
-  if (const SplitRowPlan sp =
-          PlanSplitRows(rows, units, N * static_cast<int>(sizeof(T)), kMaxItems<N>, sm_count, cc);
-      sp.cluster > 0) {
-    bool launched = false;
-    const cudaError_t e = DispatchItems<kMaxItems<N>>(sp.items, [&](auto items) {
-      return LaunchSplitRows(LayerNormSplitKernel<T, N, decltype(items)::value>, sp, rows, stream,
-                             &launched, x, g, b, y, units, sp.chunk, eps);
-    });
-    if (e != cudaSuccess || launched) return e;
-  }
+  if (const auto e = LaunchPlannedSplitRows<T, N>(
+          rows, units, sm_count, cc, [&](auto items, const SplitRowPlan& sp, bool* launched) {
+            return LaunchSplitRows(LayerNormSplitKernel<T, N, decltype(items)::value>, sp, rows,
+                                   stream, launched, x, g, b, y, units, sp.chunk, eps);
+          }))
+    return *e;
   // Half-type vector rows of up to 1024 packs: at most two packs a thread,
   // blocks of at most 512 threads, full occupancy.
   if constexpr (N > 1 && sizeof(T) == 2) {

@@ -52,9 +52,7 @@ __global__ void __launch_bounds__(1024)
   namespace bo = blockops;
   __shared__ Scratch sc;
   const int64_t chunk = (vocab + int64_t{blockDim.x} - 1) / int64_t{blockDim.x};
-  const ThreadChunk owned = ThreadChunkOf(vocab, chunk);
-  const int64_t begin = owned.begin, end = owned.end;
-  const int tid = static_cast<int>(threadIdx.x);
+  const auto [begin, end, tid] = ThreadChunkOf(vocab, chunk);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = probs + r * vocab;
     curandStatePhilox4_32_10_t rng;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/cuda/norm_rows.cuh"
 #include "common/cuda/rows.cuh"
 #include "common/cuda/split_rows.cuh"
 #include "common/cuda/width.cuh"
@@ -30,10 +31,8 @@ template <typename T, int N, int kItems, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     RmsNormKernel(const T* x, const T* __restrict__ w, T* y, int64_t rows, int units, float eps,
                   float bias) {
-  units = Width<kUnits>(units);
+  const float h = NormWidth<kUnits, N>(units);
   using P = Pack<T, N>;
-  __shared__ float scratch[kRowScratch];
-  const float h = static_cast<float>(units) * N;
   for (int64_t row0 = FirstBlockRow(); row0 < rows; row0 += BlockRowStride()) {
     const auto [live, base] = RowSlot(row0, rows, units);
     const P* xr = reinterpret_cast<const P*>(x) + base;
@@ -54,18 +53,14 @@ __global__ void __launch_bounds__(1024)
         }
       }
     }
-    const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
+    const float scale = rsqrtf(RowSum(ss) / h + eps);
     P* yr = reinterpret_cast<P*>(y) + base;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int u = threadIdx.x + k * blockDim.x;
       if (live && u < units) {
         const P& wk = wv.Get(wp, k, u);
-        P o;
-#pragma unroll
-        for (int j = 0; j < N; ++j)
-          o.v[j] = FromFloat<T>(ToFloat(cache[k].v[j]) * scale * (ToFloat(wk.v[j]) + bias));
-        yr[u] = o;
+        yr[u] = RmsPack(cache[k], scale, wk, bias);
       }
     }
   }
@@ -77,10 +72,8 @@ template <typename T, int N, int64_t kUnits = 0>
 __global__ void __launch_bounds__(1024)
     RmsNormWideKernel(const T* x, const T* __restrict__ w, T* y, int64_t rows, int64_t units,
                       float eps, float bias) {
-  units = Width<kUnits>(units);
+  const float h = NormWidth<kUnits, N>(units);
   using P = Pack<T, N>;
-  __shared__ float scratch[kRowScratch];
-  const float h = static_cast<float>(units * N);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const P* xr = reinterpret_cast<const P*>(x) + row * units;
     float ss = 0.0f;
@@ -89,17 +82,13 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
       for (int j = 0; j < N; ++j) ss += ToFloat(v.v[j]) * ToFloat(v.v[j]);
     }
-    const float scale = rsqrtf(RowSum(ss, scratch) / h + eps);
+    const float scale = rsqrtf(RowSum(ss) / h + eps);
     const P* wp = reinterpret_cast<const P*>(w);
     P* yr = reinterpret_cast<P*>(y) + row * units;
     for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
       const P v = xr[u];
       const P wv = wp[u];
-      P o;
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        o.v[j] = FromFloat<T>(ToFloat(v.v[j]) * scale * (ToFloat(wv.v[j]) + bias));
-      yr[u] = o;
+      yr[u] = RmsPack(v, scale, wv, bias);
     }
   }
 }
@@ -112,11 +101,10 @@ template <typename T, int N, int kItems, int64_t kUnits = 0, int64_t kChunk = 0>
 __global__ void __launch_bounds__(kSplitMaxThreads)
     RmsNormSplitKernel(const T* x, const T* __restrict__ w, T* y, int64_t units, int64_t chunk,
                        float eps, float bias) {
-  units = Width<kUnits>(units);
-  chunk = Width<kChunk>(chunk);
+  const SplitSlot slot = NormSplitSlot<kUnits, kChunk>(units, chunk);
   using P = Pack<T, N>;
-  const SplitSlot slot(units, chunk);
-  const P* xr = reinterpret_cast<const P*>(x) + slot.row * units;
+  const int64_t base = slot.row * units;
+  const P* xr = reinterpret_cast<const P*>(x) + base;
   const P* wp = reinterpret_cast<const P*>(w);
   P c[kItems], wv[kItems];
   float ss = 0.0f;
@@ -132,15 +120,13 @@ __global__ void __launch_bounds__(kSplitMaxThreads)
   }
   const float h = static_cast<float>(units * N);
   const float scale = rsqrtf(ClusterRowSum(ss) / h + eps);
-  P* yr = reinterpret_cast<P*>(y) + slot.row * units;
+  P* yr = reinterpret_cast<P*>(y) + base;
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const int64_t u = slot.u0 + threadIdx.x + int64_t{k} * blockDim.x;
     if (u < slot.u1) {
       P o;
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        o.v[j] = FromFloat<T>(ToFloat(c[k].v[j]) * scale * (ToFloat(wv[k].v[j]) + bias));
+      RmsPackInto(o, c[k], scale, wv[k], bias);
       yr[u] = o;
     }
   }
@@ -204,13 +190,7 @@ __device__ __forceinline__ void WriteScaledPacks(Pack<T, N>* yrow, const Pack<T,
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const int u = threadIdx.x + k * kThreads;
-    if (u < units) {
-      Pack<T, N> o;
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        o.v[j] = FromFloat<T>(ToFloat(c[k].v[j]) * scale * (ToFloat(wv[k].v[j]) + bias));
-      yrow[u] = o;
-    }
+    if (u < units) yrow[u] = RmsPack(c[k], scale, wv[k], bias);
   }
 }
 
@@ -224,10 +204,9 @@ template <typename T, int N, int kThreads, int kItems, int kMinBlocks, RowWalk k
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     RmsNormRowKernel(const T* x, const T* __restrict__ w, T* y, int64_t rows, int units, float eps,
                      float bias) {
-  units = Width<kUnits>(units);
+  const float h = NormWidth<kUnits, N>(units);
   using P = Pack<T, N>;
   __shared__ float scratch[64];
-  const float h = static_cast<float>(units) * N;
   const P* xp = reinterpret_cast<const P*>(x);
   const P* wp = reinterpret_cast<const P*>(w);
   P* yp = reinterpret_cast<P*>(y);
@@ -366,16 +345,12 @@ template <typename T, int N>
 cudaError_t LaunchRmsNorm(const T* x, const T* w, T* y, int64_t rows, int64_t h, float eps,
                           float bias, int sm_count, int cc, cudaStream_t stream) {
   const int64_t units = h / N;
-  if (const SplitRowPlan sp =
-          PlanSplitRows(rows, units, N * static_cast<int>(sizeof(T)), kMaxItems<N>, sm_count, cc);
-      sp.cluster > 0) {
-    bool launched = false;
-    const cudaError_t e = DispatchItems<kMaxItems<N>>(sp.items, [&](auto items) {
-      return LaunchSplitRows(RmsNormSplitKernel<T, N, decltype(items)::value>, sp, rows, stream,
-                             &launched, x, w, y, units, sp.chunk, eps, bias);
-    });
-    if (e != cudaSuccess || launched) return e;
-  }
+  if (const auto e = LaunchPlannedSplitRows<T, N>(
+          rows, units, sm_count, cc, [&](auto items, const SplitRowPlan& sp, bool* launched) {
+            return LaunchSplitRows(RmsNormSplitKernel<T, N, decltype(items)::value>, sp, rows,
+                                   stream, launched, x, w, y, units, sp.chunk, eps, bias);
+          }))
+    return *e;
   if constexpr (N > 1) {
     switch (RowPlanFor(rows, units, sm_count)) {
       case LabPlan::kT256I2B4P:

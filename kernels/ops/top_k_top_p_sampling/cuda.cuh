@@ -96,9 +96,7 @@ __global__ void __launch_bounds__(1024)
                    int64_t vocab, int64_t top_k, float top_p, unsigned long long seed) {
   __shared__ Scratch sc;
   const int64_t chunk = (vocab + 4 * int64_t{blockDim.x} - 1) / (4 * int64_t{blockDim.x}) * 4;
-  const ThreadChunk owned = ThreadChunkOf(vocab, chunk);
-  const int64_t begin = owned.begin, end = owned.end;
-  const int tid = static_cast<int>(threadIdx.x);
+  const auto [begin, end, tid] = ThreadChunkOf(vocab, chunk);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = probs + r * vocab;
     curandStatePhilox4_32_10_t rng;
