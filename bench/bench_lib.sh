@@ -103,10 +103,18 @@ bench_workdir() {
 # On exit (normal or not): stop the servers whose pids the caller appended
 # to its `pids` array, wait for them, and remove its `dir`. Both are the
 # caller's globals, set before this is called.
+# A script that fails first prints the end of each server's log, which the
+# folder takes with it: a server that died says why.
 bench_stop_on_exit() {
-  # shellcheck disable=SC2154  # p is the trap's own loop variable
-  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # shellcheck disable=SC2154  # p and rc are the trap's own variables
+  trap 'rc=$?
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
         for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+        if [[ $rc != 0 ]]; then
+          for p in "$dir"/*.log; do
+            [[ -f $p ]] && { echo "== the end of $(basename "$p"):"; tail -20 "$p"; } >&2
+          done
+        fi
         rm -rf "$dir"' EXIT
 }
 

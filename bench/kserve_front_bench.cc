@@ -49,7 +49,9 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target, int n) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt("kerneld.bench.connection", n);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  kb::AwaitConnected(*channel, target);
+  return channel;
 }
 
 v1::ExecuteRequest V1Request(const Options& o, const std::string& bytes) {

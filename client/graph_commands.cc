@@ -219,6 +219,12 @@ int GraphCommand(KernelClient& c, const std::string& target, const GraphOptions&
       std::string error;
       auto ch = MakeChannel(target, args, c.options().security.value_or(DefaultSecurity()), &error);
       if (ch == nullptr) return std::fprintf(stderr, "kernelctl: %s\n", error.c_str()), 2;
+      // Connected before the clients start, as perf does: with gRPC before
+      // 1.61 (grpc/grpc#35064) a connect that is still in progress can be
+      // taken for a failure ("No such file or directory"), and a call made
+      // then fails UNAVAILABLE; waiting for READY rides out the retry.
+      if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
+        return std::fprintf(stderr, "kernelctl graph: cannot connect to %s\n", target.c_str()), 1;
       kcs.push_back(std::make_unique<KernelClient>(ch, c.options()));
     }
     std::vector<std::thread> threads;
