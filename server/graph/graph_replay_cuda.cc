@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "devices/thread_handoff.h"
 #include "graph/graph_memory.h"
 #include "graph/graph_replay.h"
 #include "graph/graph_replay_key.h"
@@ -65,13 +66,28 @@ struct Cache {
 
 constexpr int kCaptureTries = 2;
 
-thread_local std::vector<std::unique_ptr<Cache>> t_caches;
+// Never destroyed: the caches of threads that ended, whose entries would
+// otherwise free graphs and memory from a thread-exit destructor
+// (devices/thread_handoff.h).
+ThreadHandoff<std::unique_ptr<Cache>>& CachePool() {
+  static auto* pool = new ThreadHandoff<std::unique_ptr<Cache>>;
+  return *pool;
+}
+
+struct ThreadCaches {
+  std::vector<std::unique_ptr<Cache>> by_device;
+  ~ThreadCaches() {
+    for (size_t d = 0; d < by_device.size(); ++d)
+      if (by_device[d]) CachePool().Give(static_cast<int>(d), std::move(by_device[d]));
+  }
+};
+thread_local ThreadCaches t_caches;
 
 Cache& CacheOf(int device) {
-  if (t_caches.size() <= static_cast<size_t>(device))
-    t_caches.resize(static_cast<size_t>(device) + 1);
-  auto& c = t_caches[static_cast<size_t>(device)];
-  if (!c) c = std::make_unique<Cache>();
+  auto& v = t_caches.by_device;
+  if (v.size() <= static_cast<size_t>(device)) v.resize(static_cast<size_t>(device) + 1);
+  auto& c = v[static_cast<size_t>(device)];
+  if (!c && !CachePool().Take(device, &c)) c = std::make_unique<Cache>();
   return *c;
 }
 

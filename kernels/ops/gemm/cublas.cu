@@ -9,9 +9,10 @@
 // transposed (ld K).
 //
 // Each worker thread keeps, per device, one cuBLASLt handle and a 32 MiB
-// workspace (created on first use): per thread because the workspace may be
-// reused only in stream order, and a worker thread launches on its own
-// stream (tests and benchmarks on one stream at a time). Plans (descriptors
+// workspace (created on first use; a thread that ends passes them to the
+// next, LtPool): per thread because the workspace may be reused only in
+// stream order, and a worker thread launches on its own stream (tests and
+// benchmarks on one stream at a time). Plans (descriptors
 // plus the heuristic's algorithm), keyed by shape, dtype, the actual
 // alignment of the pointers and the workspace size, are read-only once
 // built and shared by every thread: a shape pays cuBLASLt's heuristic once
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "common/cuda/cuda_check.cuh"
 #include "kerneld/op.h"
@@ -116,15 +118,11 @@ class SharedPlans {
   std::map<PlanKey, SharedPlan> plans_;
 };
 
-class LtCache {
+// One thread's cuBLASLt state: per device a handle and a workspace, and
+// its holds on shared plans. Never destroyed: when its thread ends it goes
+// back to LtPool for the next thread (see there).
+class LtState {
  public:
-  ~LtCache() {
-    for (auto& [_, d] : devices_) {
-      if (d.handle) Lt().Destroy(d.handle);
-      if (d.workspace) cudaFree(d.workspace);  // errors at process exit are moot
-    }
-  }
-
   bool Ready(int device) const {
     auto it = devices_.find(device);
     return it != devices_.end() && it->second.handle != nullptr;
@@ -231,6 +229,57 @@ class LtCache {
   std::map<PlanKey, SharedPlan> plans_;  // this thread's holds on shared plans
 };
 
+// The states of threads that ended, for the threads that start. gRPC's sync
+// API ends and starts the threads that run GPU requests inline, and a
+// thread-exit destructor must not call cuBLASLt or CUDA: cublasLtDestroy
+// synchronizes the context, and run from a thread-local destructor, after
+// the CUDA runtime's own state for that thread was gone, it crashed the
+// daemon inside libcuda (H100, 2026-11-27: 8 clients of 16-step graphs,
+// SIGSEGV in cuCtxSynchronize under __call_tls_dtors). A state changes
+// threads only after its thread ended, and every request waits for its own
+// kernels, so the workspace is idle when the next thread takes it; the new
+// thread also skips the handle's creation and the workspace's cudaMalloc.
+// Never destroyed; it holds at most as many states as threads ever ran a
+// cuBLASLt gemm at once.
+class LtPool {
+ public:
+  static LtPool& Get() {
+    static LtPool* pool = new LtPool;
+    return *pool;
+  }
+  std::unique_ptr<LtState> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return std::make_unique<LtState>();
+    std::unique_ptr<LtState> s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void Give(std::unique_ptr<LtState> s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<LtState>> free_;
+};
+
+// A thread's front on its LtState, taken from the pool on first use and
+// given back when the thread ends (no cuBLASLt or CUDA call there).
+class LtCache {
+ public:
+  ~LtCache() {
+    if (state_) LtPool::Get().Give(std::move(state_));
+  }
+  LtState& state() {
+    if (!state_) state_ = LtPool::Get().Take();
+    return *state_;
+  }
+
+ private:
+  std::unique_ptr<LtState> state_;
+};
+
 thread_local LtCache t_cache;
 
 }  // namespace
@@ -247,7 +296,7 @@ void WarmUpCublas(const DeviceInfo& dev) {
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != dev.device.index) return;
   DeviceState* state = nullptr;
-  if (!t_cache.Device(dev.device.index, &state).ok()) return;
+  if (!t_cache.state().Device(dev.device.index, &state).ok()) return;
   // The first matmul of a thread also pays cuBLASLt's own set-up (its
   // kernels' modules load on first use): run a small one per dtype and
   // layout, on a private stream, and drop the results. Stream-ordered
@@ -290,7 +339,7 @@ void WarmUpCublas(const DeviceInfo& dev) {
   cudaGetLastError();
 }
 
-bool CublasThreadReady(int device) { return t_cache.Ready(device); }
+bool CublasThreadReady(int device) { return t_cache.state().Ready(device); }
 
 Status GemmCublas(KernelContext& ctx) {
   if (auto why = CublasUnavailable(ctx)) return FailedPrecondition("gemm: " + *why);
@@ -303,12 +352,12 @@ Status GemmCublas(KernelContext& ctx) {
   if (k == 0)  // an empty sum: c = 0 (all-zero bits in every float type)
     return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), s), "gemm");
   DeviceState* dev = nullptr;
-  KERNELD_RETURN_IF_ERROR(t_cache.Device(ctx.device.device.index, &dev));
+  KERNELD_RETURN_IF_ERROR(t_cache.state().Device(ctx.device.device.index, &dev));
   const PlanKey key{
       ctx.device.device.index, a.dtype,       ctx.attr_b("transpose_b"), m, n, k, a.alignment(),
       b.alignment(),           c.alignment(), dev->workspace_bytes};
   const Plan* plan = nullptr;
-  KERNELD_RETURN_IF_ERROR(t_cache.GetPlan(key, *dev, &plan));
+  KERNELD_RETURN_IF_ERROR(t_cache.state().GetPlan(key, *dev, &plan));
   const float alpha = static_cast<float>(ctx.attr_f("alpha")), beta = 0.0f;
   // beta = 0: c is not read, so a poisoned output stays out of the sum.
   return LtStatus(Lt().Matmul(dev->handle, plan->desc, &alpha, b.raw(), plan->lb, a.raw(), plan->la,
