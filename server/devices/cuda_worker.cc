@@ -13,8 +13,8 @@
 
 #include "absl/container/inlined_vector.h"
 #include "devices/pinned_pool.h"
-#include "devices/thread_handoff.h"
 #include "kerneld/call.h"
+#include "kerneld/thread_handoff.h"
 
 namespace kerneld::server {
 
@@ -101,33 +101,19 @@ cudaError_t WaitFor(cudaEvent_t done) {
   g_pollers.fetch_sub(1, std::memory_order_relaxed);
   return e;
 }
-// Never destroyed: the states of threads that ended (devices/thread_handoff.h).
+// The states of threads that ended (kerneld/thread_handoff.h): no CUDA
+// call from a thread-exit destructor.
 ThreadHandoff<ThreadState>& StatePool() {
   static auto* pool = new ThreadHandoff<ThreadState>;
   return *pool;
 }
-
-// This thread's states by device, given to StatePool when it ends: no CUDA
-// call from a thread-exit destructor.
-struct ThreadStates {
-  std::vector<ThreadState> by_device;
-  ~ThreadStates() {
-    for (size_t d = 0; d < by_device.size(); ++d)
-      if (by_device[d].stream != nullptr)
-        StatePool().Give(static_cast<int>(d), std::move(by_device[d]));
-  }
-};
-thread_local ThreadStates t_states;
+thread_local HandedOffByDevice<ThreadState> t_states(StatePool(), [](const ThreadState& s) {
+  return s.stream != nullptr;
+});
 
 // This thread's state on `device`: its own, one a thread that ended left,
 // or an empty one for EnsureThreadState to make.
-ThreadState& StateOf(int device) {
-  auto& v = t_states.by_device;
-  if (v.size() <= static_cast<size_t>(device)) v.resize(static_cast<size_t>(device) + 1);
-  ThreadState& state = v[static_cast<size_t>(device)];
-  if (state.stream == nullptr) (void)StatePool().Take(device, &state);
-  return state;
-}
+ThreadState& StateOf(int device) { return t_states.Get(device); }
 
 int64_t Ns(std::chrono::steady_clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();

@@ -7,10 +7,10 @@
 #include <unordered_map>
 #include <utility>
 
-#include "devices/thread_handoff.h"
 #include "graph/graph_memory.h"
 #include "graph/graph_replay.h"
 #include "graph/graph_replay_key.h"
+#include "kerneld/thread_handoff.h"
 
 namespace kerneld::server {
 
@@ -66,28 +66,18 @@ struct Cache {
 
 constexpr int kCaptureTries = 2;
 
-// Never destroyed: the caches of threads that ended, whose entries would
-// otherwise free graphs and memory from a thread-exit destructor
-// (devices/thread_handoff.h).
+// The caches of threads that ended, whose entries would otherwise free
+// graphs and memory from a thread-exit destructor (kerneld/thread_handoff.h).
 ThreadHandoff<std::unique_ptr<Cache>>& CachePool() {
   static auto* pool = new ThreadHandoff<std::unique_ptr<Cache>>;
   return *pool;
 }
-
-struct ThreadCaches {
-  std::vector<std::unique_ptr<Cache>> by_device;
-  ~ThreadCaches() {
-    for (size_t d = 0; d < by_device.size(); ++d)
-      if (by_device[d]) CachePool().Give(static_cast<int>(d), std::move(by_device[d]));
-  }
-};
-thread_local ThreadCaches t_caches;
+thread_local HandedOffByDevice<std::unique_ptr<Cache>> t_caches(
+    CachePool(), [](const std::unique_ptr<Cache>& c) { return c != nullptr; });
 
 Cache& CacheOf(int device) {
-  auto& v = t_caches.by_device;
-  if (v.size() <= static_cast<size_t>(device)) v.resize(static_cast<size_t>(device) + 1);
-  auto& c = v[static_cast<size_t>(device)];
-  if (!c && !CachePool().Take(device, &c)) c = std::make_unique<Cache>();
+  auto& c = t_caches.Get(device);
+  if (!c) c = std::make_unique<Cache>();
   return *c;
 }
 

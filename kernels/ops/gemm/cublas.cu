@@ -10,7 +10,7 @@
 //
 // Each worker thread keeps, per device, one cuBLASLt handle and a 32 MiB
 // workspace (created on first use; a thread that ends passes them to the
-// next, LtPool): per thread because the workspace may be reused only in
+// next, ThreadLt): per thread because the workspace may be reused only in
 // stream order, and a worker thread launches on its own stream (tests and
 // benchmarks on one stream at a time). Plans (descriptors
 // plus the heuristic's algorithm), keyed by shape, dtype, the actual
@@ -32,6 +32,7 @@
 
 #include "common/cuda/cuda_check.cuh"
 #include "kerneld/op.h"
+#include "kerneld/thread_handoff.h"
 #include "ops/gemm/cublas.h"
 #include "ops/gemm/cublaslt_api.h"
 
@@ -120,7 +121,7 @@ class SharedPlans {
 
 // One thread's cuBLASLt state: per device a handle and a workspace, and
 // its holds on shared plans. Never destroyed: when its thread ends it goes
-// back to LtPool for the next thread (see there).
+// to the next thread (ThreadLt).
 class LtState {
  public:
   bool Ready(int device) const {
@@ -229,58 +230,27 @@ class LtState {
   std::map<PlanKey, SharedPlan> plans_;  // this thread's holds on shared plans
 };
 
-// The states of threads that ended, for the threads that start. gRPC's sync
-// API ends and starts the threads that run GPU requests inline, and a
-// thread-exit destructor must not call cuBLASLt or CUDA: cublasLtDestroy
-// synchronizes the context, and run from a thread-local destructor, after
-// the CUDA runtime's own state for that thread was gone, it crashed the
-// daemon inside libcuda (H100, 2026-11-27: 8 clients of 16-step graphs,
-// SIGSEGV in cuCtxSynchronize under __call_tls_dtors). A state changes
-// threads only after its thread ended, and every request waits for its own
-// kernels, so the workspace is idle when the next thread takes it; the new
-// thread also skips the handle's creation and the workspace's cudaMalloc.
-// Never destroyed; it holds at most as many states as threads ever ran a
-// cuBLASLt gemm at once.
-class LtPool {
- public:
-  static LtPool& Get() {
-    static LtPool* pool = new LtPool;
-    return *pool;
-  }
-  std::unique_ptr<LtState> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_.empty()) return std::make_unique<LtState>();
-    std::unique_ptr<LtState> s = std::move(free_.back());
-    free_.pop_back();
-    return s;
-  }
-  void Give(std::unique_ptr<LtState> s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(std::move(s));
-  }
+// A thread's LtState: taken from the states threads that ended left
+// (kerneld/thread_handoff.h) and given back when it ends, with no cuBLASLt
+// or CUDA call at thread exit: cublasLtDestroy synchronizes the context,
+// and from a thread-local destructor, after the CUDA runtime's own state
+// for that thread was gone, it crashed the daemon inside libcuda (H100,
+// 2026-11-27: 8 clients of 16-step graphs on gRPC's sync threads, SIGSEGV
+// in cuCtxSynchronize under __call_tls_dtors). The workspace is idle when
+// the next thread takes it, and that thread skips the handle's creation
+// and the workspace's cudaMalloc. One state holds every device (key 0).
+ThreadHandoff<std::unique_ptr<LtState>>& LtPool() {
+  static auto* pool = new ThreadHandoff<std::unique_ptr<LtState>>;
+  return *pool;
+}
+thread_local HandedOffByDevice<std::unique_ptr<LtState>> t_lt(
+    LtPool(), [](const std::unique_ptr<LtState>& s) { return s != nullptr; });
 
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<LtState>> free_;
-};
-
-// A thread's front on its LtState, taken from the pool on first use and
-// given back when the thread ends (no cuBLASLt or CUDA call there).
-class LtCache {
- public:
-  ~LtCache() {
-    if (state_) LtPool::Get().Give(std::move(state_));
-  }
-  LtState& state() {
-    if (!state_) state_ = LtPool::Get().Take();
-    return *state_;
-  }
-
- private:
-  std::unique_ptr<LtState> state_;
-};
-
-thread_local LtCache t_cache;
+LtState& ThreadLt() {
+  auto& s = t_lt.Get(0);
+  if (!s) s = std::make_unique<LtState>();
+  return *s;
+}
 
 }  // namespace
 
@@ -296,7 +266,7 @@ void WarmUpCublas(const DeviceInfo& dev) {
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != dev.device.index) return;
   DeviceState* state = nullptr;
-  if (!t_cache.state().Device(dev.device.index, &state).ok()) return;
+  if (!ThreadLt().Device(dev.device.index, &state).ok()) return;
   // The first matmul of a thread also pays cuBLASLt's own set-up (its
   // kernels' modules load on first use): run a small one per dtype and
   // layout, on a private stream, and drop the results. Stream-ordered
@@ -339,7 +309,7 @@ void WarmUpCublas(const DeviceInfo& dev) {
   cudaGetLastError();
 }
 
-bool CublasThreadReady(int device) { return t_cache.state().Ready(device); }
+bool CublasThreadReady(int device) { return ThreadLt().Ready(device); }
 
 Status GemmCublas(KernelContext& ctx) {
   if (auto why = CublasUnavailable(ctx)) return FailedPrecondition("gemm: " + *why);
@@ -352,12 +322,12 @@ Status GemmCublas(KernelContext& ctx) {
   if (k == 0)  // an empty sum: c = 0 (all-zero bits in every float type)
     return CudaStatus(cudaMemsetAsync(c.raw(), 0, static_cast<size_t>(c.nbytes()), s), "gemm");
   DeviceState* dev = nullptr;
-  KERNELD_RETURN_IF_ERROR(t_cache.state().Device(ctx.device.device.index, &dev));
+  KERNELD_RETURN_IF_ERROR(ThreadLt().Device(ctx.device.device.index, &dev));
   const PlanKey key{
       ctx.device.device.index, a.dtype,       ctx.attr_b("transpose_b"), m, n, k, a.alignment(),
       b.alignment(),           c.alignment(), dev->workspace_bytes};
   const Plan* plan = nullptr;
-  KERNELD_RETURN_IF_ERROR(t_cache.state().GetPlan(key, *dev, &plan));
+  KERNELD_RETURN_IF_ERROR(ThreadLt().GetPlan(key, *dev, &plan));
   const float alpha = static_cast<float>(ctx.attr_f("alpha")), beta = 0.0f;
   // beta = 0: c is not read, so a poisoned output stays out of the sum.
   return LtStatus(Lt().Matmul(dev->handle, plan->desc, &alpha, b.raw(), plan->lb, a.raw(), plan->la,

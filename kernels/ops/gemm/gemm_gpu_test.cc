@@ -222,7 +222,7 @@ TEST(GemmGpu, CublasThreadWarmUpCreatesTheHandle) {
   EXPECT_FALSE(before);
   EXPECT_TRUE(after);
   // A thread that ended passed its handle and workspace on: the next
-  // thread starts warm (LtPool), and nothing was destroyed at its exit.
+  // thread starts warm (kerneld/thread_handoff.h), and nothing was destroyed at its exit.
   bool fresh = false;
   std::thread([&] { fresh = cuda::CublasThreadReady(0); }).join();
   EXPECT_TRUE(fresh);
