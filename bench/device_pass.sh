@@ -18,6 +18,14 @@
 #   peers      bench/peers.py: torch eager, and FlashInfer's norms when
 #              .device/peers/flashinfer_peer is there, on kernel_bench's
 #              records (PEER_OPS, PEER_SHAPES)
+#   attention  bench/peers.py on the attention ops against torch and
+#              FlashInfer's Python package (the wheels in .whl/flashinfer,
+#              client/python/tests/gpu_wheels.sh, installed in /tmp/fisite),
+#              its kernels JIT-compiled for FLASHINFER_CUDA_ARCH_LIST (9.0)
+#              into FLASHINFER_WORKSPACE_BASE (/tmp/fiws); PEER_OPS
+#              (batch_decode_paged,batch_prefill_paged,append_paged_kv_cache),
+#              PEER_DTYPES (bfloat16), PEER_SHAPES (all the ops' shapes),
+#              ATTENTION_TIMEOUT (420 s)
 #   service    kerneld beside the echo floors (bench/perf_compare.sh): 16
 #              float32 inline, then scale on 4096 float16 in a CUDA IPC buffer
 #              beside the floor started with --kernel; completion_bench
@@ -208,6 +216,66 @@ part_peers() {
   note "peers" $?
   cat "$log/peers.txt"
   tail -3 "$log/peers.err"
+}
+
+# FlashInfer's Python package with no network: .whl/flashinfer's wheels
+# with --no-deps in FI_SITE, and those of fallback/ only where the machine's
+# python3 lacks the module (torch's filelock, jinja2, typing_extensions;
+# packaging, tqdm, requests). Its JIT runs ninja from FI_SITE/bin and nvcc
+# from CUDA_HOME.
+FI_SITE=${FI_SITE:-/tmp/fisite}
+fi_env() {
+  local w mod probe want=()
+  compgen -G ".whl/flashinfer/flashinfer_python-*.whl" >/dev/null ||
+    { echo "no .whl/flashinfer (client/python/tests/gpu_wheels.sh makes it)"; return 1; }
+  want=(.whl/flashinfer/*.whl)
+  for w in .whl/flashinfer/fallback/*.whl; do
+    [[ -e $w ]] || continue
+    mod=$(basename "$w")
+    mod=${mod%%-*}
+    mod=${mod,,}
+    probe="import $mod"
+    # apache-tvm-ffi imports typing_extensions.get_annotations (4.13).
+    [[ $mod == typing_extensions ]] && probe="from typing_extensions import get_annotations"
+    env -u PYTHONPATH python3 -c "$probe" 2>/dev/null || want+=("$w")
+  done
+  rm -rf "$FI_SITE"
+  echo "installing: ${want[*]##*/}" >"$log/install.txt"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$FI_SITE" \
+    "${want[@]}" >>"$log/install.txt" 2>&1 || { tail -5 "$log/install.txt"; return 1; }
+}
+
+# fi_run CMD...: CMD with FI_SITE's modules and ninja, and FlashInfer's JIT
+# restricted to the one architecture.
+fi_run() {
+  env PYTHONPATH="$FI_SITE" PATH="$FI_SITE/bin:$PATH" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
+    FLASHINFER_CUDA_ARCH_LIST="${FLASHINFER_CUDA_ARCH_LIST:-9.0}" \
+    FLASHINFER_WORKSPACE_BASE="${FLASHINFER_WORKSPACE_BASE:-/tmp/fiws}" "$@"
+}
+
+part_attention() {
+  fi_env || { note "flashinfer install" 1; return; }
+  { echo "ninja $(fi_run ninja --version)"; "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version | tail -1; } \
+    >"$log/versions.txt" 2>&1
+  fi_run python3 -c 'import torch, tvm_ffi, flashinfer; print("flashinfer", flashinfer.__version__, "tvm_ffi", tvm_ffi.__version__, "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count()); print("jit", flashinfer.jit.env.FLASHINFER_JIT_DIR)' \
+    >>"$log/versions.txt" 2>&1
+  note "import flashinfer" $?
+  cat "$log/versions.txt"
+  # With no FlashInfer the rows still come, torch's column only.
+  fi_run timeout "${ATTENTION_TIMEOUT:-420}" python3 "$here/peers.py" --kernel-bench "$B/bench/kernel_bench" \
+    --ops "${PEER_OPS:-batch_decode_paged,batch_prefill_paged,append_paged_kv_cache}" \
+    ${PEER_SHAPES:+--shapes "$PEER_SHAPES"} --json "$log/peers_attention.json" \
+    -- --dtypes "${PEER_DTYPES:-bfloat16}" >"$log/peers_attention.txt" 2>"$log/peers_attention.err"
+  note "peers attention" $?
+  cat "$log/peers_attention.txt"
+  grep -E "^peers:|Error|error:" "$log/peers_attention.err" | sort | uniq -c | head -20
+  python3 -c 'import json, sys
+rows = json.load(open(sys.argv[1]))
+n = sum("flashinfer_us" in r for r in rows)
+print(f"flashinfer column on {n} of {len(rows)} rows")
+sys.exit(n == 0)' "$log/peers_attention.json"
+  note "flashinfer column" $?
+  du -sh "${FLASHINFER_WORKSPACE_BASE:-/tmp/fiws}/.cache/flashinfer" 2>/dev/null
 }
 
 # compare NAME [env...]: bench/perf_compare.sh over the bundle, with the

@@ -6,7 +6,8 @@
 # machine's grpcio-tools), and the protobuf and grpcio wheels it was
 # built and tested with (the generated stubs need a protobuf at least as new
 # as the protoc that wrote them); and for the kserve part, tritonclient,
-# its dependencies the GPU machine lacks, and perf_analyzer.
+# its dependencies the GPU machine lacks, and perf_analyzer; and for the
+# attention part, FlashInfer's Python package in .whl/flashinfer (below).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$ROOT"
@@ -33,6 +34,32 @@ plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platfo
   "tritonclient[grpc,cuda]" perf-analyzer
 find "$VENV/kserve" -name '*.whl' ! -name 'numpy-*' ! -name 'ml_dtypes-*' ! -name 'grpcio-*' \
   ! -name 'protobuf-*' -exec mv {} .whl/ \;
+# bench/device_pass.sh's attention part, in .whl/flashinfer (its own folder:
+# the python part installs .whl/*.whl): FlashInfer's Python package for
+# bench/bench_attention.py, installed with --no-deps. Of its Requires-Dist
+# only what `import flashinfer` and the decode / prefill / append / merge
+# paths import: apache-tvm-ffi (the range its metadata allows; its JIT
+# modules load through it), ninja (the binary its JIT runs) and
+# nvidia-ml-py (pynvml, imported by flashinfer.utils). cuda-python,
+# cuda-tile, nccl4py, nvidia-cudnn-frontend, nvidia-cutlass-dsl, einops,
+# click and tabulate are only imported by other ops or its CLI. The pure
+# Python modules in fallback/ are installed only where the GPU machine lacks
+# them: torch's own (filelock, jinja2 with markupsafe, typing_extensions,
+# which apache-tvm-ffi wants at 4.13 or newer) and what flashinfer imports
+# (packaging, tqdm, requests with urllib3, idna, certifi and
+# charset_normalizer).
+FI=${FLASHINFER_PY_VERSION:-0.6.18.post1}
+mkdir -p .whl/flashinfer/fallback
+fi_get() {
+  "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp "${plat[@]}" --platform any "$@"
+}
+fi_get -d .whl/flashinfer "flashinfer-python==$FI"
+TVM=$(unzip -p .whl/flashinfer/flashinfer_python-*.whl '*/METADATA' |
+  sed -n 's/^Requires-Dist: apache-tvm-ffi\([^;]*\)$/\1/p' | tr -d ' ')
+fi_get -d .whl/flashinfer "apache-tvm-ffi$TVM" ninja nvidia-ml-py
+fi_get -d .whl/flashinfer/fallback filelock jinja2 markupsafe "typing_extensions>=4.13" packaging tqdm \
+  requests urllib3 idna certifi charset_normalizer
 rm -rf "$VENV"
-ls -la .whl
+ls -la .whl .whl/flashinfer .whl/flashinfer/fallback
 du -sh .whl
