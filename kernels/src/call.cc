@@ -126,6 +126,13 @@ StagingLayout LayOutStaging(const KernelContext& ctx, int64_t align,
   return l;
 }
 
+Status RunDeferred(KernelContext* ctx) {
+  if (!ctx->deferred) return Status::Ok();
+  std::function<Status()> check = std::move(ctx->deferred);
+  ctx->deferred = nullptr;
+  return check();
+}
+
 Status Call(const ImplDef& impl, KernelContext& ctx) {
   if (auto why = impl.requires_.RejectRequest(ctx)) return FailedPrecondition(*why);
   return impl.fn(ctx);

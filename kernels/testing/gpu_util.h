@@ -42,11 +42,14 @@ inline DeviceInfo GpuInfo(int dev = 0) {
 
 // A GPU's memory and a stream of its own for RunOp (device `info`, by
 // default device 0 as it is). `misalign` shifts every tensor by that many
-// bytes from a 256-byte boundary.
+// bytes from a 256-byte boundary. `defer_checks`: the impl leaves its
+// after-the-stream checks to RunOp, which runs them after its own wait, as
+// the daemon's worker does (KernelContext::defer_checks); false, the impl
+// waits for them itself, as for a caller that never looks.
 class CudaTarget : public RunTarget {
  public:
-  explicit CudaTarget(size_t misalign = 0, DeviceInfo info = GpuInfo())
-      : misalign_(misalign), info_(std::move(info)) {
+  explicit CudaTarget(size_t misalign = 0, DeviceInfo info = GpuInfo(), bool defer_checks = true)
+      : misalign_(misalign), info_(std::move(info)), defer_checks_(defer_checks) {
     cudaSetDevice(info_.device.index);
     cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
   }
@@ -57,6 +60,7 @@ class CudaTarget : public RunTarget {
   void Bind(KernelContext* ctx) override {
     ctx->device = info_;
     ctx->stream = stream_;
+    ctx->defer_checks = defer_checks_;
   }
   void* Alloc(size_t bytes, DType, const std::string* init) override {
     void* p = nullptr;
@@ -83,6 +87,7 @@ class CudaTarget : public RunTarget {
  private:
   size_t misalign_;
   DeviceInfo info_;
+  bool defer_checks_;
   cudaStream_t stream_ = nullptr;
   std::vector<void*> allocs_;
 };
@@ -90,8 +95,8 @@ class CudaTarget : public RunTarget {
 // RunOp with `backend`'s CUDA implementation on device 0.
 inline OpRun RunOnCuda(const std::string& op_name, const HostTensors& inputs, const AttrMap& attrs,
                        const std::string& backend = "cuda", const std::string& alias = "",
-                       size_t misalign = 0) {
-  CudaTarget gpu(misalign);
+                       size_t misalign = 0, bool defer_checks = true) {
+  CudaTarget gpu(misalign, GpuInfo(), defer_checks);
   return RunOp(op_name, backend, inputs, attrs, gpu, alias);
 }
 

@@ -130,6 +130,8 @@ inline OpRun RunOp(const std::string& op_name, const std::string& backend,
       &ctx);
   if (r.status.ok()) r.status = Call(*impl, ctx);
   if (Status done = target.Finish(); r.status.ok()) r.status = done;
+  // A check the impl left for after the target's wait (defer_checks).
+  if (Status checked = RunDeferred(&ctx); r.status.ok()) r.status = checked;
   if (!r.status.ok()) return r;
   for (size_t i = 0; i < op->outputs.size(); ++i) {
     const TensorView& v = ctx.outputs[i];

@@ -293,6 +293,9 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   }
   const auto launched = std::chrono::steady_clock::now();
   timing->launched_ns = Ns(launched - task.arrival);
+  // This worker waits for the stream below: an impl's checks that need
+  // the stream done (ctx.deferred) run after that wait, not inside it.
+  ctx.defer_checks = true;
   Status st = Call(*task.impl, ctx);  // the library's call path (kerneld/call.h)
   if (event_timing_) {
     if (cudaError_t e = cudaEventRecord(state.stop, s); st.ok() && e != cudaSuccess)
@@ -300,6 +303,7 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   }
   if (!st.ok()) {
     cudaStreamSynchronize(s);
+    (void)RunDeferred(&ctx);  // the first failure is the answer
     return st;
   }
   for (size_t i = 0; i < ctx.outputs.size(); ++i) {
@@ -315,6 +319,7 @@ Status CudaWorker::Run(Task& task, TaskTiming* timing) {
   if (e == cudaSuccess) e = WaitFor(state.done);
   if (e != cudaSuccess)
     return Internal(ctx.op->name + " on " + info_.device.ToString() + ": " + ErrText(e));
+  KERNELD_RETURN_IF_ERROR(RunDeferred(&ctx));
   const auto done = std::chrono::steady_clock::now();
   timing->kernel_done_ns = Ns(done - task.arrival);
   if (event_timing_) {

@@ -45,6 +45,9 @@ struct AttendParams {
   float* part_o = nullptr;    // chunks > 1: [chunks, rows, hq, D]
   float* part_lse = nullptr;  // [chunks, rows, hq]
   const int* err = nullptr;
+  // decode_mma.cuh's own check: set (to 1) where an index the kernel reads
+  // is out of range; nullptr: the check kernel ran first (err).
+  int* bad = nullptr;
   KvIndex kv;
   const int32_t* qo_indptr = nullptr;  // nullptr: row b is request b's only query (decode)
   int batch = 0;

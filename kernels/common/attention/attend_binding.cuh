@@ -1,7 +1,8 @@
 // The binding of the three attention ops to common/attention/attend.cuh
 // and, for the prefills, prefill_mma.cuh: the problem from the context,
-// the kernel (the tiled tensor-core prefill where PrefillMmaTakes, else
-// the row kernel with its chunk count), the scratch, the index check, the
+// the kernel (the tiled tensor-core prefill where PrefillMmaTakes, the
+// tensor-core decode where DecodeMmaTakes, else the row kernel with its
+// chunk count), the scratch, the index check, the
 // launch, the flag. Decode and the paged prefill are one call here
 // (RunPagedAttend); the ragged prefill's cuda.cu fills its own problem.
 // Everything is a template, instantiated only by the op that calls it:
@@ -14,6 +15,7 @@
 
 #include "common/attention/attend.cuh"
 #include "common/attention/cuda_binding.cuh"
+#include "common/attention/decode_mma.cuh"
 #include "common/attention/prefill_mma.cuh"
 #include "common/cuda/dispatch.cuh"
 
@@ -42,7 +44,7 @@ struct TiledPrefill<true> {
 // of a request's keys (the host cannot read kv_len) for the split.
 template <bool kPrefill>
 Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams c,
-                 int64_t avg_keys, const std::function<Status()>& host_check) {
+                 int64_t avg_keys, std::function<Status()> host_check) {
   cudaStream_t s = StreamOf(ctx);
   const TensorView& q = ctx.input("q");
   const int d = static_cast<int>(q.dim(2));
@@ -50,19 +52,37 @@ Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams
   p.cap = static_cast<float>(ctx.attr_f("logits_soft_cap"));
   p.causal = ctx.op->FindAttr("causal") != nullptr && ctx.attr_b("causal");
   const bool tiled = kPrefill && PrefillMmaTakes(p, d);
-  p.chunks =
-      tiled ? 1 : ChunksFor(p.rows, p.hq / HeadsPerBlock(p.group), avg_keys, ctx.device.sm_count);
-  Scratch scratch(op, s);
+  const bool decode_mma =
+      !kPrefill && DecodeMmaTakes(d, p.kv.indices ? p.kv.nnz * p.kv.page_size : p.kv.nnz);
+  const int sms = ctx.device.sm_count;
+  p.chunks = tiled        ? 1
+             : decode_mma ? DecodeMmaChunks(p.rows, p.hq / DecodePack(p.group), avg_keys, sms)
+                          : ChunksFor(p.rows, p.hq / HeadsPerBlock(p.group), avg_keys, sms);
+  Scratch scratch(op, ctx);
   const size_t ws =
       tiled ? PrefillMmaWorkspaceBytes(p.batch) : AttendWorkspaceBytes(p.chunks, p.rows, p.hq, d);
-  KERNELD_RETURN_IF_ERROR(scratch.Allocate(ws));
-  c.err = scratch.err();
-  p.err = scratch.err();
+  if (decode_mma) {
+    // The tensor-core decode checks the indices it reads itself
+    // (decode_mma.cuh): no check kernel, and device memory only for the
+    // split's partials (and the flag, where the host's cannot be mapped).
+    if (ws > 0 || scratch.host_err() == nullptr) KERNELD_RETURN_IF_ERROR(scratch.Allocate(ws));
+    if (scratch.host_err() != nullptr) {
+      p.bad = scratch.host_err();
+    } else {
+      KERNELD_RETURN_IF_ERROR(scratch.ZeroErr());
+      p.bad = scratch.err();
+    }
+  } else {
+    KERNELD_RETURN_IF_ERROR(scratch.Allocate(ws));
+    c.err = scratch.err();
+    c.host_err = scratch.host_err();
+    p.err = scratch.err();
+  }
   if (ws > 0 && !tiled) {
     p.part_o = scratch.workspace();
     p.part_lse = p.part_o + int64_t{p.chunks} * p.rows * p.hq * d;
   }
-  KERNELD_RETURN_IF_ERROR(CudaStatus(CheckIndices(c, ctx.device.sm_count, s), op));
+  if (!decode_mma) KERNELD_RETURN_IF_ERROR(CudaStatus(CheckIndices(c, ctx.device.sm_count, s), op));
   KERNELD_RETURN_IF_ERROR(DispatchFloatingCuda(q.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
@@ -73,13 +93,17 @@ Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams
         return CudaStatus(TiledPrefill<kPrefill>::template Launch<T>(
                               p, d, reinterpret_cast<int64_t*>(scratch.workspace()), s),
                           op);
+      if constexpr (!kPrefill) {
+        if (decode_mma)
+          return CudaStatus(d == 64 ? DecodeMma<T, 64>(p, s) : DecodeMma<T, 128>(p, s), op);
+      }
       if (d == 64) e = Attend<T, 64>(p, s);
       if (d == 128) e = Attend<T, 128>(p, s);
       if (d == 256) e = Attend<T, 256>(p, s);
       return CudaStatus(e, op);
     }
   }));
-  return scratch.Finish(host_check);
+  return scratch.Finish(std::move(host_check));
 }
 
 // The parts of a problem every attention op reads the same way: q, o and
@@ -107,7 +131,7 @@ inline Status HostCheckQo(const char* op, const KernelContext& ctx, int64_t batc
                                            "rows of 'q'", true);
 }
 
-// Attention over the paged cache of ctx: batch_decode_paged (one query row
+// Attention over the paged cache of ctx (op: a string literal): batch_decode_paged (one query row
 // per request) or, with kPrefill, batch_prefill_paged (qo_indptr's rows).
 template <bool kPrefill>
 Status RunPagedAttend(KernelContext& ctx, const char* op) {
@@ -123,8 +147,8 @@ Status RunPagedAttend(KernelContext& ctx, const char* op) {
           c.kv_total,  c.max_pages,  static_cast<int>(c.page_size)};
   p.batch = c.batch;
   const int64_t avg = c.batch > 0 ? c.kv_total * c.page_size / c.batch : 0;
-  return RunAttend<kPrefill>(ctx, op, p, c, avg, [&]() -> Status {
-    if constexpr (kPrefill) KERNELD_RETURN_IF_ERROR(HostCheckQo(op, ctx, c.batch));
+  return RunAttend<kPrefill>(ctx, op, p, c, avg, [op, &ctx, batch = c.batch]() -> Status {
+    if constexpr (kPrefill) KERNELD_RETURN_IF_ERROR(HostCheckQo(op, ctx, batch));
     ::kerneld::attention::PagedIndex idx;
     std::vector<std::vector<int32_t>> keep;
     return HostCheckPaged(op, ctx, &idx, &keep);

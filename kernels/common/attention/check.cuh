@@ -28,8 +28,14 @@ struct CheckParams {
   const int32_t* batch_indices = nullptr;  // append only
   const int32_t* positions = nullptr;
   int64_t nnz_append = 0;
-  int* err = nullptr;
+  int* err = nullptr;       // device memory, read by the op's kernels
+  int* host_err = nullptr;  // mapped pinned memory the binding reads (nullptr: none), zeroed
 };
+
+// Up to this many entries to check, one block checks them all and zeroes
+// *err itself first (no memset before it: one operation on the stream
+// fewer, which is most of a small call's time).
+inline constexpr int64_t kOneBlockCheck = 16384;
 
 __device__ __forceinline__ bool BadIndptr(const int32_t* ip, int64_t t, int batch, int64_t total,
                                           bool exact) {
@@ -40,8 +46,12 @@ __device__ __forceinline__ bool BadIndptr(const int32_t* ip, int64_t t, int batc
 
 // static: each op's cuda.cu that includes this header gets its own copy (one
 // definition per translation unit, not one for the library).
-static __global__ void CheckIndicesKernel(CheckParams p) {
+static __global__ void CheckIndicesKernel(CheckParams p, bool zero_first) {
   const int64_t n = max(max(int64_t{p.batch} + 1, p.kv_indices ? p.kv_total : 0), p.nnz_append);
+  if (zero_first) {  // one block: its threads set the flag only after this
+    if (threadIdx.x == 0) *p.err = 0;
+    __syncthreads();
+  }
   bool bad = false;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -67,18 +77,27 @@ static __global__ void CheckIndicesKernel(CheckParams p) {
       }
     }
   }
-  if (bad) *p.err = 1;
+  if (bad) {
+    *p.err = 1;
+    if (p.host_err != nullptr) *p.host_err = 1;
+  }
 }
 
 #ifndef __CUDACC_RTC__
 
-// Launches the check (*p.err must be 0 before it).
+// Launches the check: *p.err zeroed (by the kernel itself when one block
+// takes every entry, else by a memset before it), then set where an index
+// is bad, and *p.host_err with it.
 inline cudaError_t CheckIndices(const CheckParams& p, int sm_count, cudaStream_t s) {
   const int64_t n = p.batch + 1 + p.kv_total + p.nnz_append;
+  if (n <= kOneBlockCheck) {
+    CheckIndicesKernel<<<1, 1024, 0, s>>>(p, true);
+    return cudaGetLastError();
+  }
+  if (cudaError_t e = cudaMemsetAsync(p.err, 0, sizeof(int), s); e != cudaSuccess) return e;
   int64_t blocks = (n + 255) / 256;
   if (blocks > 4 * int64_t{sm_count}) blocks = 4 * int64_t{sm_count};
-  if (blocks < 1) blocks = 1;
-  CheckIndicesKernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(p);
+  CheckIndicesKernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(p, false);
   return cudaGetLastError();
 }
 

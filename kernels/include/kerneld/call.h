@@ -70,6 +70,11 @@ Status LayOutOutputs(const std::vector<OutputSpec>& specs, const std::string& al
 Status PrepareCall(const OpDef& op, const AttrMap& given, const std::string& alias,
                    const OutputAllocator& alloc, KernelContext* ctx);
 
+// Runs and clears ctx->deferred, the check an impl left when the caller
+// set defer_checks (kerneld/context.h): call it after the stream's work is
+// done. OK when there is none.
+Status RunDeferred(KernelContext* ctx);
+
 // Outputs must not partly overlap inputs or each other: a kernel may read an
 // element after another thread overwrote it. Exact aliasing is allowed
 // where the schema says so (in place, may_alias).

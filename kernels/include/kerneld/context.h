@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kerneld/attr.h"
+#include "kerneld/status.h"
 #include "kerneld/tensor.h"
 
 namespace kerneld {
@@ -27,6 +29,16 @@ class KernelContext {
   DeviceInfo device;
   void* stream = nullptr;      // cudaStream_t on CUDA devices
   ThreadPool* pool = nullptr;  // CPU intra-op parallelism
+
+  // A check whose answer is on the device until the stream's work is done
+  // (the attention ops' index flag). With defer_checks false (the default)
+  // an implementation waits for it and returns its status itself; a caller
+  // that waits for the stream anyway sets defer_checks, and the impl then
+  // leaves the check in `deferred` for the caller to run after that wait
+  // (RunDeferred, kerneld/call.h), so the impl never synchronizes. A
+  // deferred check not run waits for the stream when it is destroyed.
+  bool defer_checks = false;
+  std::function<Status()> deferred;
 
   const TensorView& input(std::string_view n) const;
   TensorView& output(std::string_view n);

@@ -24,9 +24,10 @@ Status AppendPagedKvCache(KernelContext& ctx) {
           cudaMemcpyAsync(out[i]->raw(), in[i]->raw(), static_cast<size_t>(in[i]->nbytes()),
                           cudaMemcpyDeviceToDevice, s),
           "append_paged_kv_cache: copying the cache"));
-  attention::Scratch scratch(op, s);
+  attention::Scratch scratch(op, ctx);
   KERNELD_RETURN_IF_ERROR(scratch.Allocate(0));
   c.err = scratch.err();
+  c.host_err = scratch.host_err();
   append::AppendParams p;
   p.key = static_cast<const char*>(key.raw());
   p.value = static_cast<const char*>(ctx.input("append_value").raw());
@@ -43,7 +44,7 @@ Status AppendPagedKvCache(KernelContext& ctx) {
   p.row_bytes = key.dim(2) * static_cast<int64_t>(ItemSize(key.dtype));
   KERNELD_RETURN_IF_ERROR(CudaStatus(attention::CheckIndices(c, ctx.device.sm_count, s), op));
   KERNELD_RETURN_IF_ERROR(CudaStatus(append::Append(p, ctx.device.sm_count, s), op));
-  return scratch.Finish([&]() -> Status {
+  return scratch.Finish([op, &ctx]() -> Status {
     ::kerneld::attention::PagedIndex idx;
     std::vector<std::vector<int32_t>> keep;
     KERNELD_RETURN_IF_ERROR(attention::HostCheckPaged(op, ctx, &idx, &keep));

@@ -4,13 +4,15 @@
 // page tails and empty caches, long caches that take the split-KV path;
 // prefill paged and ragged, causal or not, through both prefill kernels
 // (the tiled tensor-core one, prefill_mma.cuh, and the row kernel; plan.h
-// says which takes a case, and each case asserts it): tails around the
+// says which takes a case, and each case asserts it); the tensor-core
+// decode (decode_mma.cuh) around its tiles, packings and chunks: tails around the
 // tile sizes, every head packing, queries past the keys, page sizes 1 and
 // 3, soft cap, views off 256-byte boundaries; merge_state; the append then
 // a decode of what it wrote; and every hostile index refused with the
 // CPU's exact message, on both prefill kernels. Run it under
 // compute-sanitizer to see that a hostile index reads nothing out of
 // bounds.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -85,6 +87,35 @@ TEST(AttentionGpu, DecodeLongCachesSplitKvAndAttrs) {
     ExpectDecode(c, {{"logits_soft_cap", 30.0}, {"sm_scale", 0.05}});
     c.page_size = 1;
     c.kv_lens = {700, 3};
+    ExpectDecode(c);
+  }
+}
+
+// The tensor-core decode (decode_mma.cuh) takes head_dim 64 and 128: keys
+// around its 64-key tiles and the 16 keys of each warp, page sizes that
+// split tiles (1, 3, 16, 64), every packing of a group into its 16 M rows
+// (3 of a group of 3, 12 of 12, 16 of 32 in two blocks, 1), and caches
+// long enough that each request's keys split into chunks (a batch of one
+// and of two on a device of any size) with chunks left empty.
+TEST(AttentionGpu, DecodeTensorCoreTilesPacksAndChunks) {
+  for (DType dt : Half16())
+    for (int64_t d : {64, 128})
+      for (auto [hq, hkv] :
+           std::vector<std::pair<int64_t, int64_t>>{{6, 2}, {24, 2}, {32, 1}, {4, 4}})
+        for (int64_t page : {1, 3, 16, 64}) {
+          AttnCase c = Shaped(dt, hq, hkv, d, {63, 64, 65, 127, 0, 129, 16, 1, 200});
+          c.page_size = page;
+          c.seed = static_cast<uint64_t>(hq * 131 + d + page);
+          ASSERT_TRUE(cuda::attention::DecodeMmaTakes(static_cast<int>(d), 1 << 20));
+          ExpectDecode(c);
+        }
+  for (DType dt : Half16()) {
+    AttnCase c = Shaped(dt, 32, 8, 128, {20000});
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    ASSERT_GT(cuda::attention::DecodeMmaChunks(1, 8, 20000, sms), 1);
+    ExpectDecode(c, {{"logits_soft_cap", 20.0}});
+    c.kv_lens = {5000, 3};  // the short request's later chunks hold no key
     ExpectDecode(c);
   }
 }
@@ -179,16 +210,67 @@ TEST(AttentionGpu, MergeStateAndAppend) {
   }
 }
 
-// Each hostile edit: the CUDA impl refuses it with the CPU's message.
+// Each hostile edit: the CUDA impl refuses it with the CPU's message,
+// whether it reads its flag itself or leaves that to the caller's wait
+// (KernelContext::defer_checks, as the daemon's worker runs it); the good
+// inputs pass both ways.
 TEST(AttentionGpu, HostileIndicesRefusedAsOnTheCpu) {
   const HostileInputs h = MakeHostileInputs();
-  for (const HostileOp& op : HostileOps(h))
-    for (const HostileEdit& e : HostileEdits(op.op)) {
-      SCOPED_TRACE(op.op + ": " + e.what);
-      OpRun g = RunOnCuda(op.op, Edited(*op.good, e), op.attrs);
-      EXPECT_EQ(g.status.code(), StatusCode::kInvalidArgument);
-      EXPECT_EQ(g.status.message(), e.message);
+  for (bool defer : {true, false})
+    for (const HostileOp& op : HostileOps(h)) {
+      SCOPED_TRACE(op.op + (defer ? " deferred" : " at once"));
+      EXPECT_TRUE(RunOnCuda(op.op, *op.good, op.attrs, "cuda", "", 0, defer).status.ok());
+      for (const HostileEdit& e : HostileEdits(op.op)) {
+        SCOPED_TRACE(e.what);
+        OpRun g = RunOnCuda(op.op, Edited(*op.good, e), op.attrs, "cuda", "", 0, defer);
+        EXPECT_EQ(g.status.code(), StatusCode::kInvalidArgument);
+        EXPECT_EQ(g.status.message(), e.message);
+      }
     }
+}
+
+// A caller that sets defer_checks and never runs the check: the binding
+// has not synchronized (the kernels may still run), and dropping the
+// check waits for them before its flag goes back to the pool.
+TEST(AttentionGpu, DeferredCheckLeftUnrunIsSafe) {
+  const HostileInputs h = MakeHostileInputs();
+  const HostileOp op = HostileOps(h).front();  // a copy: the vector is a temporary
+  const OpDef* def = OpRegistry::Global().Find(op.op);
+  ASSERT_NE(def, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    CudaTarget gpu;
+    KernelContext ctx;
+    gpu.Bind(&ctx);
+    HostTensors edited = Edited(*op.good, HostileEdits(op.op).front());
+    std::vector<std::string> keep;
+    ctx.inputs.resize(def->inputs.size());
+    for (size_t k = 0; k < def->inputs.size(); ++k) {
+      auto it = edited.find(def->inputs[k].name);
+      if (it == edited.end()) continue;
+      keep.push_back(Encode(it->second.dtype, it->second.values));
+      TensorView& v = ctx.inputs[k];
+      v.data = gpu.Alloc(keep.back().size(), it->second.dtype, &keep.back());
+      v.device = ctx.device.device;
+      v.dtype = it->second.dtype;
+      v.shape = it->second.shape;
+    }
+    ASSERT_TRUE(PrepareCall(
+                    *def, op.attrs, "",
+                    [&](const OutputSpec& spec, int64_t bytes) {
+                      return gpu.Alloc(static_cast<size_t>(bytes), spec.dtype, nullptr);
+                    },
+                    &ctx)
+                    .ok());
+    const ImplDef* impl = def->FindImpl("cuda");
+    ASSERT_NE(impl, nullptr);
+    ASSERT_TRUE(Call(*impl, ctx).ok());  // the refusal is in the check left behind
+    ASSERT_TRUE(static_cast<bool>(ctx.deferred));
+    if (i == 2) {
+      const Status st = RunDeferred(&ctx);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+      EXPECT_FALSE(static_cast<bool>(ctx.deferred));
+    }
+  }  // i < 2: ctx dropped with its check unrun, before gpu frees the memory
 }
 
 // The same cache edits on a prefill long enough for the tiled kernel (and

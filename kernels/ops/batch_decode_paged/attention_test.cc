@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/attention/plan.h"
 #include "op_runner.h"
 #include "ops/batch_decode_paged/attention_cases.h"
 
@@ -253,6 +254,29 @@ TEST(AttentionSchema, ShapeErrors) {
   bad["kv_indices"].dtype = DType::kInt64;
   r = RunOnCpu("batch_decode_paged", bad, {});
   EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+}
+
+// The CUDA decode's plan (plain C++): the heads a block packs into its 16
+// M rows, and how many chunks a request's keys split into.
+TEST(AttentionPlan, DecodePacksAndChunks) {
+  using cuda::attention::DecodeMmaChunks;
+  using cuda::attention::DecodePack;
+  EXPECT_EQ(DecodePack(1), 1);
+  EXPECT_EQ(DecodePack(3), 3);
+  EXPECT_EQ(DecodePack(4), 4);
+  EXPECT_EQ(DecodePack(12), 12);
+  EXPECT_EQ(DecodePack(32), 16);
+  EXPECT_EQ(DecodePack(17), 1);  // a prime over 16: one head a block
+  EXPECT_EQ(DecodePack(48), 16);
+  EXPECT_EQ(DecodePack(20), 10);
+  // 132 SMs, two blocks each: 264 slots.
+  EXPECT_EQ(DecodeMmaChunks(1, 8, 32768, 132), 33);    // one request: fill the device
+  EXPECT_EQ(DecodeMmaChunks(16, 8, 8192, 132), 2);     // 128 blocks: two chunks fill it
+  EXPECT_EQ(DecodeMmaChunks(64, 8, 8192, 132), 1);     // 512 blocks already do
+  EXPECT_EQ(DecodeMmaChunks(1, 8, 512, 132), 4);       // no chunk under 128 keys
+  EXPECT_EQ(DecodeMmaChunks(1, 1, 1 << 30, 132), 64);  // at most 64
+  EXPECT_EQ(DecodeMmaChunks(1, 8, 0, 132), 1);
+  EXPECT_EQ(DecodeMmaChunks(0, 8, 100, 132), 1);
 }
 
 }  // namespace

@@ -26,12 +26,13 @@ Status BatchPrefillRagged(KernelContext& ctx) {
   p.qo_indptr = c.qo_indptr;
   p.batch = batch;
   const int64_t avg = batch > 0 ? k.dim(0) / batch : 0;
-  return attention::RunAttend</*kPrefill=*/true>(ctx, op, p, c, avg, [&]() -> Status {
-    KERNELD_RETURN_IF_ERROR(attention::HostCheckQo(op, ctx, batch));
-    const std::vector<int32_t> kv = attention::HostInts(ctx.input("kv_indptr"));
-    return ::kerneld::attention::CheckIndptr(op, "kv_indptr", kv.data(), batch, k.dim(0),
-                                             "rows of 'k'", true);
-  });
+  return attention::RunAttend</*kPrefill=*/true>(
+      ctx, op, p, c, avg, [op, &ctx, batch, rows = k.dim(0)]() -> Status {
+        KERNELD_RETURN_IF_ERROR(attention::HostCheckQo(op, ctx, batch));
+        const std::vector<int32_t> kv = attention::HostInts(ctx.input("kv_indptr"));
+        return ::kerneld::attention::CheckIndptr(op, "kv_indptr", kv.data(), batch, rows,
+                                                 "rows of 'k'", true);
+      });
 }
 
 }  // namespace

@@ -8,11 +8,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "common/cuda/cuda_check.cuh"
+#include "common/cuda/workspace_pool.cuh"
 #include "kerneld/op.h"
 #include "ops/gemm/args.h"
 #include "ops/gemm/cuda.cuh"
@@ -52,54 +51,16 @@ Status ReduceSplitsOf(const KernelContext& ctx, const float* partial, void* c, i
 
 namespace decode_gemm {
 
-namespace {
-
-// The split-K workspace comes from a stream-ordered pool of our own per
-// device that keeps up to kRetainBytes after a synchronize. The default
-// pool's release threshold is 0: it hands its memory back to the driver at
-// every synchronize, so each call would map fresh memory, tens of
-// microseconds of host time during which the GPU waits (measured: the
-// whole 16x4096x4096 bf16 call 73 us against 22 us for cuBLAS).
-constexpr uint64_t kRetainBytes = uint64_t{256} << 20;
-
-Status WorkspacePool(int device, cudaMemPool_t* out) {
-  static std::mutex mu;
-  static std::map<int, cudaMemPool_t> pools;  // process lifetime
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = pools.find(device);
-  if (it == pools.end()) {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t pool = nullptr;
-    KERNELD_RETURN_IF_ERROR(CudaStatus(cudaMemPoolCreate(&pool, &props), "gemm: workspace pool"));
-    uint64_t retain = kRetainBytes;
-    KERNELD_RETURN_IF_ERROR(
-        CudaStatus(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &retain),
-                   "gemm: workspace pool threshold"));
-    it = pools.emplace(device, pool).first;
-  }
-  *out = it->second;
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status RunSplits(const KernelContext& ctx, const SplitPlan& plan, DType dtype, void* c, int64_t m,
                  int64_t n, float alpha, const std::function<Status(float* partial)>& launch) {
   if (plan.splits <= 1) return launch(nullptr);
   cudaStream_t s = StreamOf(ctx);
   const size_t bytes = SplitWorkspaceBytes(plan.splits, m, n);
-  cudaMemPool_t pool = nullptr;
-  KERNELD_RETURN_IF_ERROR(WorkspacePool(ctx.device.device.index, &pool));
+  // The split-K partials come from the retained pool (workspace_pool.cuh).
   float* partial = nullptr;
-  if (cudaError_t e = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&partial), bytes, pool, s);
-      e != cudaSuccess) {
-    cudaGetLastError();
-    return ResourceExhausted("gemm: cannot allocate " + std::to_string(bytes) +
-                             " bytes of split-K workspace: " + cudaGetErrorString(e));
-  }
+  KERNELD_RETURN_IF_ERROR(AllocateWorkspace(ctx.device.device.index, bytes, s,
+                                            "gemm: split-K partials",
+                                            reinterpret_cast<void**>(&partial)));
   auto run = [&]() -> Status {
     KERNELD_RETURN_IF_ERROR(launch(partial));
     const int64_t mn = m * n;
