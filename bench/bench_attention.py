@@ -14,7 +14,8 @@ the floating inputs do not matter to the timings and are random.
   its formula in torch ops.
 - FlashInfer (Python package): the wrappers planned once outside the
   timing, run timed, backend "auto"; the backend FlashInfer chose is kept
-  with the row.
+  with the row. Decode is timed both ways FlashInfer runs it (its CUDA-core
+  kernel and use_tensor_cores) and the faster is its column.
 """
 
 OPS = ("batch_decode_paged", "batch_prefill_paged", "batch_prefill_ragged",
@@ -145,7 +146,24 @@ def torch_fn(torch, rec, dt):
     return None
 
 
-def flashinfer_fn(torch, fi, rec):
+def flashinfer_fns(torch, fi, rec):
+    """[(callable, backend)]: each way FlashInfer runs rec's op, planned once.
+
+    Decode has two: its CUDA-core kernel (the wrapper's default) and, with
+    use_tensor_cores, its prefill kernels (FlashInfer's advice for GQA); the
+    caller keeps the faster, so kerneld meets the better of the two."""
+    import sys
+    if rec["op"] != "batch_decode_paged":
+        return [flashinfer_fn(torch, fi, rec)]
+    out = [flashinfer_fn(torch, fi, rec)]
+    try:
+        out.append(flashinfer_fn(torch, fi, rec, tensor_cores=True))
+    except Exception as e:  # the default path still gives the column
+        print(f"peers: no FlashInfer tensor-core decode for {rec['shape']}: {e}", file=sys.stderr)
+    return out
+
+
+def flashinfer_fn(torch, fi, rec, tensor_cores=False):
     """(callable, backend) running rec's op through FlashInfer, planned once."""
     dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(rec["dtype"])
     if dt is None:
@@ -158,10 +176,10 @@ def flashinfer_fn(torch, fi, rec):
         hq, hkv, d = p.heads()
     if op == "batch_decode_paged":
         q, kc, vc = p.rand("q"), p.rand("k_cache"), p.rand("v_cache")
-        w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
+        w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tensor_cores)
         w.plan(p.ints("kv_indptr"), p.ints("kv_indices"), p.ints("kv_last_page_len"), hq, hkv, d,
                kc.shape[1], q_data_type=dt, kv_data_type=dt)
-        return (lambda: w.run(q, (kc, vc))), getattr(w, "_backend", "")
+        return (lambda: w.run(q, (kc, vc))), "tensor-core" if tensor_cores else "cuda-core"
     if op == "batch_prefill_paged":
         q, kc, vc = p.rand("q"), p.rand("k_cache"), p.rand("v_cache")
         w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend="auto")

@@ -25,7 +25,9 @@
 #              into FLASHINFER_WORKSPACE_BASE (/tmp/fiws); PEER_OPS
 #              (batch_decode_paged,batch_prefill_paged,append_paged_kv_cache),
 #              PEER_DTYPES (bfloat16), PEER_SHAPES (all the ops' shapes),
-#              ATTENTION_TIMEOUT (420 s)
+#              ATTENTION_TIMEOUT (420 s); then examples/decode_loop.py through
+#              the bundle's daemon (B 16, kv 8192, DECODE_STEPS steps, 200;
+#              DECODE_LOOP=0 skips it; the wheels in .whl as for python)
 #   service    kerneld beside the echo floors (bench/perf_compare.sh): 16
 #              float32 inline, then scale on 4096 float16 in a CUDA IPC buffer
 #              beside the floor started with --kernel; completion_bench
@@ -276,6 +278,20 @@ print(f"flashinfer column on {n} of {len(rows)} rows")
 sys.exit(n == 0)' "$log/peers_attention.json"
   note "flashinfer column" $?
   du -sh "${FLASHINFER_WORKSPACE_BASE:-/tmp/fiws}/.cache/flashinfer" 2>/dev/null
+  # Through the service: a decode step over a cache resident in the daemon
+  # (B 16, kv 8192, H 32 / 8, D 128, page 16, bfloat16), beside the same
+  # kernels' rows above (b16kv8192, b16step).
+  [[ ${DECODE_LOOP:-1} == 1 ]] || return 0
+  python_env || { note "python environment" 1; return; }
+  start_daemon
+  # The unix socket: the client's two connections (grpcio for the buffers,
+  # libkerneld_native for the calls) are then one principal, its uid.
+  timeout 240 python3 examples/decode_loop.py --target "$U" --device cuda:0 --batch 16 \
+    --prompt 8192 --steps "${DECODE_STEPS:-200}" --heads 32/8 --dtype bfloat16 \
+    >"$log/decode_loop.txt" 2>&1
+  note "decode loop through the service" $?
+  stop_daemon
+  cat "$log/decode_loop.txt"
 }
 
 # compare NAME [env...]: bench/perf_compare.sh over the bundle, with the

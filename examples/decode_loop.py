@@ -64,6 +64,7 @@ class PagedCache:
         self.free = list(np.random.default_rng(seed).permutation(self.max_pages))
         self.pages = [[] for _ in range(batch)]
         self.lens = np.zeros(batch, dtype=np.int64)
+        self._indptr = self._indices = None  # the page table's arrays, until a page is added
 
     def _host_buffer(self, shape):
         h = self.client.register(np.zeros(shape, dtype=numpy_dtype(self.dtype)))
@@ -82,15 +83,21 @@ class PagedCache:
             self.lens[b] += n
             while len(self.pages[b]) * self.page < self.lens[b]:
                 self.pages[b].append(self.free.pop())
+                self._indptr = self._indices = None
         return first
 
     def table(self):
-        """kv_indptr, kv_indices and kv_last_page_len (int32) of the requests now."""
-        indptr = np.zeros(self.batch + 1, dtype=np.int32)
-        indptr[1:] = np.cumsum([len(p) for p in self.pages])
-        indices = np.array([x for p in self.pages for x in p], dtype=np.int32)
-        last = np.array([(n - 1) % self.page + 1 if n else 1 for n in self.lens], dtype=np.int32)
-        return indptr, indices, last
+        """kv_indptr, kv_indices and kv_last_page_len (int32) of the requests now.
+        The first two are rebuilt only when a page was added (once every
+        page_size steps of a decode), so a step costs the client little."""
+        if self._indptr is None:
+            self._indptr = np.zeros(self.batch + 1, dtype=np.int32)
+            self._indptr[1:] = np.cumsum([len(p) for p in self.pages])
+            self._indices = np.fromiter((x for p in self.pages for x in p), dtype=np.int32,
+                                        count=int(self._indptr[-1]))
+        last = ((self.lens - 1) % self.page + 1).astype(np.int32)
+        last[self.lens == 0] = 1
+        return self._indptr, self._indices, last
 
     def append(self, k_rows, v_rows, tokens):
         """Appends k_rows / v_rows ([sum(tokens), kv_heads, head_dim], each
@@ -104,6 +111,26 @@ class PagedCache:
             append_key=k_rows, append_value=v_rows, batch_indices=batch_indices,
             positions=positions, k_cache=self.k, v_cache=self.v, kv_indices=indices,
             kv_indptr=indptr, kv_last_page_len=last)
+
+    def append_chunked(self, k_rows, v_rows, tokens, max_bytes=32 << 20):
+        """append() in calls of at most max_bytes of keys and values each: a
+        long prompt's rows in one call would pass the daemon's message limit
+        (--max_message_mb, 256 by default)."""
+        row = 2 * self.kv_heads * self.head_dim * numpy_dtype(self.dtype).itemsize
+        limit = max(1, max_bytes // row)
+        start, taken, pending = 0, 0, [0] * self.batch
+        for b, n in enumerate(tokens):
+            left = n
+            while left:
+                take = min(left, limit - taken)
+                pending[b] += take
+                taken += take
+                left -= take
+                if taken == limit:
+                    self.append(k_rows[start:start + taken], v_rows[start:start + taken], pending)
+                    start, taken, pending = start + taken, 0, [0] * self.batch
+        if taken:
+            self.append(k_rows[start:start + taken], v_rows[start:start + taken], pending)
 
     def decode(self, q, **attrs):
         """o and lse of one query per request ([B, num_qo_heads, head_dim])."""
@@ -153,9 +180,10 @@ class Mirror:
 
 
 def run(client, device, batch, prompt, steps, q_heads, kv_heads, head_dim, page_size, dtype,
-        check=False, seed=1, on_step=None):
+        check=False, seed=1, on_step=None, split=None):
     """The loop; returns per-step client latencies (us) and the largest |o - reference|.
-    prompt: one length for every request, or one per request."""
+    prompt: one length for every request, or one per request. split: a dict
+    that gets each step's append and decode latencies (us) apart."""
     rng = np.random.default_rng(seed)
     dt = numpy_dtype(dtype)
     prompts = [prompt] * batch if np.isscalar(prompt) else list(prompt)
@@ -167,7 +195,7 @@ def run(client, device, batch, prompt, steps, q_heads, kv_heads, head_dim, page_
         if sum(prompts):  # the prompts: one append of every request's tokens
             rows = (sum(prompts), kv_heads, head_dim)
             k, v = rng.standard_normal(rows).astype(dt), rng.standard_normal(rows).astype(dt)
-            cache.append(k, v, prompts)
+            cache.append_chunked(k, v, prompts)
             if check:
                 mirror.append(k, v, prompts)
         ones = [1] * batch
@@ -177,8 +205,13 @@ def run(client, device, batch, prompt, steps, q_heads, kv_heads, head_dim, page_
             q = rng.standard_normal((batch, q_heads, head_dim)).astype(dt)
             t0 = time.perf_counter()
             cache.append(k, v, ones)
+            t1 = time.perf_counter()
             o, lse = cache.decode(q)
-            lat.append((time.perf_counter() - t0) * 1e6)
+            t2 = time.perf_counter()
+            lat.append((t2 - t0) * 1e6)
+            if split is not None:
+                split.setdefault("append", []).append((t1 - t0) * 1e6)
+                split.setdefault("decode", []).append((t2 - t1) * 1e6)
             if check:
                 mirror.append(k, v, ones)
                 want_o, want_lse = mirror.decode(q)
@@ -204,13 +237,19 @@ def main():
     ap.add_argument("--check", action="store_true", help="compare o with a float64 reference")
     args = ap.parse_args()
     hq, hkv = (int(x) for x in args.heads.split("/"))
+    split = {}
     with kerneld.Client(args.target) as client:
         lat, worst = run(client, args.device, args.batch, args.prompt, args.steps, hq, hkv,
-                         args.head_dim, args.page, args.dtype, check=args.check)
+                         args.head_dim, args.page, args.dtype, check=args.check, split=split)
+
+    def p50(xs):
+        return sorted(xs)[len(xs) // 2]
     lat.sort()
     print("batch %d, keys %d..%d, %d steps: append + decode p50 %.1f us, p99 %.1f us"
+          " (append p50 %.1f us, decode p50 %.1f us)"
           % (args.batch, args.prompt + 1, args.prompt + args.steps, args.steps,
-             lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]))
+             lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+             p50(split["append"]), p50(split["decode"])))
     if args.check:
         print("largest |o - float64 reference|: %.3g" % worst)
 

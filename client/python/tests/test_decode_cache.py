@@ -96,3 +96,34 @@ def test_decode_loop_over_server_allocated_caches(client):
         lat, worst = loop.run(client, "cuda:0", 4, [0, 15, 17, 700], 24, 32, 8, 128, 16, dtype,
                               check=True, on_step=on_step)
         assert len(lat) == 24 and worst < tol
+
+
+def test_prompt_appended_in_calls_under_a_byte_limit(client):
+    """A prompt too big for one message goes in several appends (split
+    between requests and inside one): the cache then holds every row where
+    one append would have put it."""
+    loop = _example()
+    batch, hkv, d, page = 3, 2, 64, 4
+    prompts = [5, 0, 11]
+    rng = np.random.default_rng(7)
+    rows = (sum(prompts), hkv, d)
+    k = rng.standard_normal(rows).astype(np.float16)
+    v = rng.standard_normal(rows).astype(np.float16)
+    row_bytes = 2 * hkv * d * 2
+    cache = loop.PagedCache(client, "cpu", batch, 16, hkv, d, page, "float16")
+    try:
+        calls = []
+        one = cache.append
+        cache.append = lambda kr, vr, tokens: (calls.append(list(tokens)), one(kr, vr, tokens))
+        cache.append_chunked(k, v, prompts, max_bytes=4 * row_bytes)  # 4 rows a call
+        assert [sum(t) for t in calls] == [4, 4, 4, 4]
+        assert calls[1] == [1, 0, 3]  # the end of request 0 and the start of request 2
+        at = 0
+        for b, n in enumerate(prompts):
+            for which, src in ((0, k), (1, v)):
+                mem = cache.host_view(which).reshape(-1, hkv, d)
+                slots = [cache.pages[b][j // page] * page + j % page for j in range(n)]
+                np.testing.assert_array_equal(mem[slots], src[at:at + n])
+            at += n
+    finally:
+        cache.free_buffers()
