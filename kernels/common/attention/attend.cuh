@@ -254,6 +254,12 @@ __global__ void __launch_bounds__(kAttendWarps * 32) AttendKernel(AttendParams p
 // threads a (row, head).
 template <typename T, int D>
 __global__ void __launch_bounds__(D) AttendMergeKernel(AttendParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent (decode_mma.cuh, sm_90): it may
+  // start while the chunks' kernel ends; their partials are read after
+  // this wait. Without that launch attribute it returns at once.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   if (p.err != nullptr && *p.err != 0) return;
   const int64_t rh = blockIdx.x;
   const int e = threadIdx.x;

@@ -94,8 +94,11 @@ Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams
                               p, d, reinterpret_cast<int64_t*>(scratch.workspace()), s),
                           op);
       if constexpr (!kPrefill) {
-        if (decode_mma)
-          return CudaStatus(d == 64 ? DecodeMma<T, 64>(p, s) : DecodeMma<T, 128>(p, s), op);
+        if (decode_mma) {
+          const bool pdl = ctx.device.compute_capability >= 90;
+          return CudaStatus(d == 64 ? DecodeMma<T, 64>(p, s, pdl) : DecodeMma<T, 128>(p, s, pdl),
+                            op);
+        }
       }
       if (d == 64) e = Attend<T, 64>(p, s);
       if (d == 128) e = Attend<T, 128>(p, s);

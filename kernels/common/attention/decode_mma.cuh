@@ -275,8 +275,11 @@ cudaError_t DecodeMmaOptIn(size_t smem) {
   return e;
 }
 
+// pdl (compute capability 9.0+): the merge is launched as a programmatic
+// dependent of the chunks' kernel, so its launch overlaps that kernel's end
+// instead of following it (a microsecond or two of a small decode).
 template <typename T, int D>
-cudaError_t DecodeMma(const AttendParams& p, cudaStream_t s) {
+cudaError_t DecodeMma(const AttendParams& p, cudaStream_t s, bool pdl = false) {
   if (p.rows == 0 || p.hq == 0) return cudaSuccess;
   const int pack = DecodePack(p.group);
   if (p.rows > 2147483647 || p.hq / pack > 65535 || p.chunks > 65535) return cudaErrorInvalidValue;
@@ -286,11 +289,17 @@ cudaError_t DecodeMma(const AttendParams& p, cudaStream_t s) {
                   static_cast<unsigned>(p.hq / pack));
   DecodeMmaKernel<T, D><<<grid, kMmaThreads, smem, s>>>(p, pack);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  if (p.chunks > 1) {
-    AttendMergeKernel<T, D><<<static_cast<unsigned>(p.rows * p.hq), D, 0, s>>>(p);
-    return cudaGetLastError();
-  }
-  return cudaSuccess;
+  if (p.chunks <= 1) return cudaSuccess;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.rows * p.hq));
+  cfg.blockDim = dim3(D);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, AttendMergeKernel<T, D>, p);
 }
 
 #endif  // __CUDACC_RTC__
