@@ -64,6 +64,7 @@
 #              .whl (client/python/tests/gpu_wheels.sh)
 #   labs       the labs in .device/lab (built only with -DKERNELD_LABS=ON;
 #              bench/labs/README.md): gemm_decode_lab's checks and sweep,
+#              top_k_lab, decode_chunks_lab,
 #              softmax_floor_lab
 # Default: tests,smoke,kernels,latency. WINDOW_MS (250) and MAX_WINDOWS (4)
 # set the service parts' windows, KERNELD_FLAGS extra daemon flags. Logs go
@@ -463,6 +464,16 @@ part_labs() {
     timeout 200 .device/lab/softmax_floor_lab --reps "${REPS:-30}" >"$log/softmax_floor_lab.txt" 2>&1
     note "softmax_floor_lab" $?
     tail -15 "$log/softmax_floor_lab.txt"
+  fi
+  if [[ -x .device/lab/top_k_lab ]]; then
+    timeout 200 .device/lab/top_k_lab "${REPS:-30}" >"$log/top_k_lab.txt" 2>&1
+    note "top_k_lab" $?
+    tail -40 "$log/top_k_lab.txt"
+  fi
+  if [[ -x .device/lab/decode_chunks_lab ]]; then
+    timeout 200 .device/lab/decode_chunks_lab "${REPS:-50}" >"$log/decode_chunks_lab.txt" 2>&1
+    note "decode_chunks_lab" $?
+    cat "$log/decode_chunks_lab.txt"
   fi
 }
 

@@ -16,10 +16,14 @@ shared-memory region the client registers once. Each step then
 
 The cache never moves. With --check every step's o is compared with a
 float64 attention over a copy of everything appended that the client
-keeps. The prompt of each request is appended in one call first.
+keeps. The prompts are appended first, in calls of at most 32 MB.
 
-    python3 examples/decode_loop.py --target localhost:50051 --device cuda:0 \\
+    python3 examples/decode_loop.py --target unix:/run/kerneld/kerneld.sock --device cuda:0 \\
         --batch 16 --prompt 8192 --steps 64 --dtype bfloat16 --check
+
+The target is the daemon's unix socket: the caches must belong to the
+principal the calls come from, and over plaintext TCP without a token each
+connection is its own (docs/python.md, rpc="native").
 
 Needs numpy (and ml_dtypes for bfloat16). docs/attention.md describes the
 ops and the cache in the daemon.
@@ -225,7 +229,8 @@ def run(client, device, batch, prompt, steps, q_heads, kv_heads, head_dim, page_
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--target", default="localhost:50051")
+    ap.add_argument("--target", default="unix:/run/kerneld/kerneld.sock",
+                    help="the daemon's unix socket (or a target with a token: see above)")
     ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a CPU-only daemon")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--prompt", type=int, default=1024, help="keys per request before the loop")
