@@ -128,6 +128,22 @@ __device__ __forceinline__ int64_t TokenOf(const KvIndex& kv, const KvRange& r, 
   return page * kv.page_size + j % kv.page_size;
 }
 
+// Element e of (query row x head) rh's result: o and lse when the keys are
+// one chunk, else the chunk's partials for AttendMergeKernel. The row
+// kernel's and the tensor-core decode's (decode_mma.cuh) last step.
+template <typename T, int D>
+__device__ __forceinline__ void WriteResult(const AttendParams& p, int chunk, int64_t rh, int e,
+                                            float out, float lse) {
+  if (p.chunks == 1) {
+    static_cast<T*>(p.o)[rh * D + e] = FromFloat<T>(out);
+    if (e == 0) p.lse[rh] = lse;
+  } else {
+    const int64_t at = chunk * p.rows * p.hq + rh;
+    p.part_o[at * D + e] = out;
+    if (e == 0) p.part_lse[at] = lse;
+  }
+}
+
 template <typename T, int D, int G>
 __global__ void __launch_bounds__(kAttendWarps * 32) AttendKernel(AttendParams p) {
   if (p.err != nullptr && *p.err != 0) return;
@@ -238,15 +254,7 @@ __global__ void __launch_bounds__(kAttendWarps * 32) AttendKernel(AttendParams p
       out /= sum;
     }
     const float lse = mx == -INFINITY ? -INFINITY : mx + __logf(sum);
-    const int64_t rh = row * p.hq + h0 + g;
-    if (p.chunks == 1) {
-      static_cast<T*>(p.o)[rh * D + e] = FromFloat<T>(out);
-      if (e == 0) p.lse[rh] = lse;
-    } else {
-      const int64_t at = chunk * p.rows * p.hq + rh;
-      p.part_o[at * D + e] = out;
-      if (e == 0) p.part_lse[at] = lse;
-    }
+    WriteResult<T, D>(p, chunk, row * p.hq + h0 + g, e, out, lse);
   }
 }
 

@@ -237,15 +237,7 @@ __global__ void __launch_bounds__(kMmaThreads) DecodeMmaKernel(AttendParams p, i
     const bool any = total > 0;
     out = any ? out / total : 0.f;
     const float lse = any ? (mx + log2f(total)) * 0.6931471805599453f : -INFINITY;
-    const int64_t rh = int64_t{b} * p.hq + h0 + g;
-    if (p.chunks == 1) {
-      static_cast<T*>(p.o)[rh * D + e] = FromFloat<T>(out);
-      if (e == 0) p.lse[rh] = lse;
-    } else {
-      const int64_t at = chunk * p.rows * p.hq + rh;
-      p.part_o[at * D + e] = out;
-      if (e == 0) p.part_lse[at] = lse;
-    }
+    WriteResult<T, D>(p, chunk, int64_t{b} * p.hq + h0 + g, e, out, lse);
   }
 }
 
