@@ -101,6 +101,12 @@ __device__ __forceinline__ void StoreVec(T* p, const float* in) {
   *reinterpret_cast<V*>(p) = u.v;
 }
 
+// The most keys any request of kv can have: every page's slots (paged) or
+// every row (ragged). The host's bound for the kernels' 32-bit arithmetic.
+inline __host__ __device__ int64_t MaxKeys(const KvIndex& kv) {
+  return kv.indices != nullptr ? kv.nnz * kv.page_size : kv.nnz;
+}
+
 // Request b's key range: the first row (ragged) or page slot, and kv_len.
 struct KvRange {
   int64_t begin = 0;

@@ -52,8 +52,7 @@ Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams
   p.cap = static_cast<float>(ctx.attr_f("logits_soft_cap"));
   p.causal = ctx.op->FindAttr("causal") != nullptr && ctx.attr_b("causal");
   const bool tiled = kPrefill && PrefillMmaTakes(p, d);
-  const bool decode_mma =
-      !kPrefill && DecodeMmaTakes(d, p.kv.indices ? p.kv.nnz * p.kv.page_size : p.kv.nnz);
+  const bool decode_mma = !kPrefill && DecodeMmaTakes(d, MaxKeys(p.kv));
   const int sms = ctx.device.sm_count;
   p.chunks = tiled        ? 1
              : decode_mma ? DecodeMmaChunks(p.rows, p.hq / DecodePack(p.group), avg_keys, sms)
@@ -77,12 +76,12 @@ Status RunAttend(KernelContext& ctx, const char* op, AttendParams p, CheckParams
     c.err = scratch.err();
     c.host_err = scratch.host_err();
     p.err = scratch.err();
+    KERNELD_RETURN_IF_ERROR(CudaStatus(CheckIndices(c, sms, s), op));
   }
   if (ws > 0 && !tiled) {
     p.part_o = scratch.workspace();
     p.part_lse = p.part_o + int64_t{p.chunks} * p.rows * p.hq * d;
   }
-  if (!decode_mma) KERNELD_RETURN_IF_ERROR(CudaStatus(CheckIndices(c, ctx.device.sm_count, s), op));
   KERNELD_RETURN_IF_ERROR(DispatchFloatingCuda(q.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {

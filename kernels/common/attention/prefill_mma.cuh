@@ -296,8 +296,8 @@ inline size_t PrefillMmaSmemBytes(int d, size_t item) {
 
 // Whether the tiled kernel takes p (plan.h's TiledPrefillTakes).
 inline bool PrefillMmaTakes(const AttendParams& p, int d) {
-  const int64_t max_keys = p.kv.indices ? p.kv.nnz * p.kv.page_size : p.kv.nnz;
-  return p.qo_indptr != nullptr && TiledPrefillTakes(p.rows, p.batch, p.hq, p.group, d, max_keys);
+  return p.qo_indptr != nullptr &&
+         TiledPrefillTakes(p.rows, p.batch, p.hq, p.group, d, MaxKeys(p.kv));
 }
 
 // Workspace bytes of PrefillMma: the tile prefix.
