@@ -9,8 +9,11 @@
 // same inputs, and the kept counts of both compared.
 //
 //   top_k_lab [REPS]                          one table on stdout
-//   top_k_lab REPS DTYPE ROWS VOCAB FORCE     one kerneld mask run (for a
-//                                             profiler), FORCE as g_force_cluster
+//   top_k_lab REPS DTYPE ROWS VOCAB FORCE [SHARED [flashinfer]]
+//                                             one mask run (for a profiler):
+//                                             FORCE as g_force_cluster, SHARED
+//                                             as g_force_shared; FlashInfer's
+//                                             instead with "flashinfer"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -145,6 +148,25 @@ void Run(const char* dt, int rows, int vocab, int data, int fixed_k, int reps, c
       }
     }
     tk::g_force_cluster = -1;
+    if constexpr (sizeof(T) == 2) {
+      // The shared-memory plan, forced: cluster size x block size.
+      for (int sc : {2, 4, 8})
+        for (int th : {512, 1024}) {
+          tk::g_force_shared = sc;
+          tk::g_shared_threads = th;
+          auto f = [&] {
+            if (mask)
+              CK((tk::TopK<tk::Mode::kMask, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
+            else
+              CK((tk::TopK<tk::Mode::kRenorm, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
+          };
+          const double us = kb::FlushedMedianUs(s, reps, flush, f);
+          const unsigned long long kept = Kept(y, n, mask, cnt);
+          std::printf(" s%d/%d %7.2f%s", sc, th, us, kept == ours_kept ? "" : " KEPT-MISMATCH");
+        }
+      tk::g_force_shared = -1;
+      tk::g_shared_threads = 0;
+    }
 #ifdef KERNELD_LAB_FLASHINFER
     auto* st = static_cast<flashinfer::sampling::RadixRowState*>(fi_state);
     auto g = [&] {
@@ -168,7 +190,8 @@ void Run(const char* dt, int rows, int vocab, int data, int fixed_k, int reps, c
 }
 
 template <typename T>
-void One(int rows, int vocab, int reps, cudaStream_t s, const tk::DeviceCaps& dev) {
+void One(int rows, int vocab, int reps, cudaStream_t s, const tk::DeviceCaps& dev, bool fi,
+         void* fi_state) {
   const int64_t n = int64_t{rows} * vocab;
   T *x, *y;
   int32_t* k;
@@ -177,8 +200,19 @@ void One(int rows, int vocab, int reps, cudaStream_t s, const tk::DeviceCaps& de
   CK(cudaMalloc(&k, rows * sizeof(int32_t)));
   FillKernel<T><<<528, 256>>>(x, n, 1, 11);
   FillK<<<1, 256>>>(k, rows, 50);
-  for (int i = 0; i < reps; ++i)
-    CK((tk::TopK<tk::Mode::kMask, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
+  for (int i = 0; i < reps; ++i) {
+    if (!fi) {
+      CK((tk::TopK<tk::Mode::kMask, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
+      continue;
+    }
+#ifdef KERNELD_LAB_FLASHINFER
+    CK((flashinfer::sampling::RadixTopKMaskLogitsMultiCTA<
+        T, int32_t>)(x, y, k, rows, 0, vocab,
+                     static_cast<flashinfer::sampling::RadixRowState*>(fi_state), s));
+#else
+    (void)fi_state;
+#endif
+  }
   CK(cudaStreamSynchronize(s));
   cudaFree(x), cudaFree(y), cudaFree(k);
 }
@@ -210,14 +244,18 @@ int main(int argc, char** argv) {
   CK(cudaMemset(fi_state, 0, 1 << 20));
   std::printf("device %s, %d SMs; times in us, median of %d, L2 read-flushed\n", prop.name,
               prop.multiProcessorCount, reps);
-  if (argc > 5) {  // one configuration, kerneld only
+  if (argc > 5) {  // one configuration (for a profiler)
     const std::string dt = argv[2];
     const int rows = std::atoi(argv[3]), vocab = std::atoi(argv[4]);
     tk::g_force_cluster = std::atoi(argv[5]);
+    if (argc > 6) tk::g_force_shared = std::atoi(argv[6]);
+    const bool fi = argc > 7 && std::string(argv[7]) == "flashinfer";
     if (dt == "float32") {
-      One<float>(rows, vocab, reps, s, dev);
+      One<float>(rows, vocab, reps, s, dev, fi, fi_state);
+    } else if (dt == "float16") {
+      One<__half>(rows, vocab, reps, s, dev, fi, fi_state);
     } else {
-      One<__nv_bfloat16>(rows, vocab, reps, s, dev);
+      One<__nv_bfloat16>(rows, vocab, reps, s, dev, fi, fi_state);
     }
     return 0;
   }

@@ -47,17 +47,26 @@ inline auto TopKSweep() {
                             ::testing::Values(0, 1, 2));
 }
 
-// Forces the launch plan's cluster size for one scope (-1: the chooser).
+// Forces the launch plan for one scope: the register plan's cluster size
+// (-1: the chooser), or the shared-memory plan's (shared > 0; 16-bit types,
+// sm_90+; the others keep the chooser's).
 struct ForceCluster {
-  explicit ForceCluster(int c) { cuda::top_k::g_force_cluster = c; }
-  ~ForceCluster() { cuda::top_k::g_force_cluster = -1; }
+  explicit ForceCluster(int c) {
+    cuda::top_k::g_force_cluster = c < 100 ? c : -1;
+    cuda::top_k::g_force_shared = c < 100 ? -1 : c - 100;
+  }
+  ~ForceCluster() {
+    cuda::top_k::g_force_cluster = -1;
+    cuda::top_k::g_force_shared = -1;
+  }
 };
 
 // Calls f(dtype, rows, vocab) on every launch path (the chooser's, streaming,
-// one block a row, clusters of 4) x float dtype x decode shape over LLM
+// one block a row, clusters of 4, the shared-memory plan on one block and
+// on clusters of 2 and 4) x float dtype x decode shape over LLM
 // vocabularies, with the path forced and the case traced.
 inline void ForEachTopKGpuCase(const std::function<void(DType, int64_t, int64_t)>& f) {
-  for (int force : {-1, 0, 1, 4})
+  for (int force : {-1, 0, 1, 4, 101, 102, 104})
     for (DType dt : FloatTypes())
       for (auto [rows, vocab] : std::vector<std::pair<int64_t, int64_t>>{{1, 1},
                                                                          {3, 127},

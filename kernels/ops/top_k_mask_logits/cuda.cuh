@@ -328,6 +328,124 @@ __global__ void __launch_bounds__(kStreamThreads)
   }
 }
 
+// ---------------------------------------------------------------------------
+// Shared-memory-cached kernel (16-bit types; plan.h, ChooseSharedCluster):
+// grid.x = rows * c, block `rank` of a row's c caches packs [rank * chunk,
+// (rank + 1) * chunk) in dynamic shared memory as keys, two a 32-bit word.
+// The keys stay the bijective ones (not Canon'd): the cut is lowered past
+// -0 instead where it lands on +0 and the row holds one, so the select and
+// the output compare raw keys, with no per-key canonicalization.
+
+// Key16 of the two 16-bit values of a word, and its inverse: positives get
+// the sign bit set, negatives every bit flipped, per half.
+__device__ __forceinline__ uint32_t Keys2(uint32_t w) {
+  return w ^ 0x80008000u ^ (((w & 0x80008000u) >> 15) * 0x7fffu);
+}
+__device__ __forceinline__ uint32_t Bits2(uint32_t k) {
+  return k ^ 0x80008000u ^ (((~k & 0x80008000u) >> 15) * 0x7fffu);
+}
+
+// One kRenorm output half-word from a raw 16-bit key (kept: key >= cut).
+template <typename T>
+__device__ __forceinline__ uint32_t RenormBits(uint32_t key, uint32_t cut, float inv) {
+  const T v = FromFloat<T>(key >= cut ? ToFloat(FromKey<T>(key)) * inv : 0.0f);
+  if constexpr (std::is_same_v<T, __half>)
+    return __half_as_ushort(v);
+  else
+    return __bfloat16_as_ushort(v);
+}
+
+template <Mode kMode, typename T>
+__global__ void __launch_bounds__(kSharedThreads, 1)
+    TopKSharedKernel(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t vocab,
+                     int64_t chunk, int c) {
+  static_assert(sizeof(T) == 2, "two keys a word");
+  extern __shared__ uint4 cached[];  // this block's packs of 8 keys
+  __shared__ SelectShared sh;
+  const int rank = ClusterRank(c);
+  const int64_t row = blockIdx.x / c;
+  const int64_t units = vocab / 8;
+  const int64_t u0 = int64_t{rank} * chunk;
+  const int n = static_cast<int>(max(int64_t{0}, min(units, u0 + chunk) - u0));
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * vocab) + u0;
+  // Four packs in flight a thread before any is converted.
+  for (int base = tid; base < n; base += 4 * nt) {
+    uint4 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (base + i * nt < n) p[i] = xr[base + i * nt];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (base + i * nt < n)
+        cached[base + i * nt] =
+            make_uint4(Keys2(p[i].x), Keys2(p[i].y), Keys2(p[i].z), Keys2(p[i].w));
+  }
+  __syncthreads();
+  const int64_t k = RowK(top_k, k64, k_stride, row);
+  uint32_t cut = 0;
+  if (k > 0 && k < vocab) {
+    // Warp-uniform trips (SelectCut's contract); a pack past n is invalid.
+    const int span = (n + nt - 1) / nt * nt;
+    auto each = [&](auto&& f) {
+      for (int u = tid; u < span; u += nt) {
+        const bool valid = u < n;
+        const uint4 w = valid ? cached[u] : make_uint4(0, 0, 0, 0);
+        f(w.x & 0xffffu, valid), f(w.x >> 16, valid);
+        f(w.y & 0xffffu, valid), f(w.y >> 16, valid);
+        f(w.z & 0xffffu, valid), f(w.z >> 16, valid);
+        f(w.w & 0xffffu, valid), f(w.w >> 16, valid);
+      }
+    };
+    cut = SelectCut<16>(each, k, sh, c);
+    // On raw keys -0 sits just below +0. A cut at +0 (the k-th value, or
+    // the low end of a digit kept whole) keeps -0 too exactly when the row
+    // holds a +0: equal values rank equal. Rare (the cut among the
+    // smallest positives), so counted only then; the cut is the same in
+    // every block of the row, and so is the branch.
+    if (cut == 0x8000u) {
+      float zeros = 0.0f;
+      each([&](uint32_t key, bool valid) { zeros += valid && key == 0x8000u ? 1.0f : 0.0f; });
+      if (RowSum(zeros, sh, c) > 0.0f) cut = 0x7fffu;
+      ClusterSync(c);  // every block has read sh.part before RowSum writes it again
+    }
+  }
+  float inv = 1.0f;
+  if constexpr (kMode == Mode::kRenorm) {
+    float s = 0.0f;
+    for (int u = tid; u < n; u += nt) {
+      const uint4 w = cached[u];
+      for (uint32_t h : {w.x, w.y, w.z, w.w})
+        for (uint32_t key : {h & 0xffffu, h >> 16})
+          if (key >= cut) s += ToFloat(FromKey<T>(key));
+    }
+    inv = InvMass(RowSum(s, sh, c));
+  }
+  uint4* yr = reinterpret_cast<uint4*>(y + row * vocab) + u0;
+  for (int u = tid; u < n; u += nt) {
+    const uint4 w = cached[u];
+    uint4 o;
+    uint32_t* ow = &o.x;
+    const uint32_t* iw = &w.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (kMode == Mode::kMask) {
+        // Kept halves restored, the others -inf; word at a time.
+        constexpr uint32_t kNegInf = std::is_same_v<T, __half> ? 0xfc00u : 0xff80u;
+        const uint32_t bits = Bits2(iw[j]);
+        const uint32_t lo = (iw[j] & 0xffffu) >= cut ? (bits & 0xffffu) : kNegInf;
+        const uint32_t hi = (iw[j] >> 16) >= cut ? (bits >> 16) : kNegInf;
+        ow[j] = lo | (hi << 16);
+      } else {
+        ow[j] =
+            RenormBits<T>(iw[j] & 0xffffu, cut, inv) | (RenormBits<T>(iw[j] >> 16, cut, inv) << 16);
+      }
+    }
+    yr[u] = o;
+  }
+  ClusterSync(c);  // no block leaves while another reads its shared memory
+}
+
 #ifndef __CUDACC_RTC__  // the launchers: host code, which NVRTC does not compile
 
 namespace detail {
@@ -420,11 +538,68 @@ cudaError_t LaunchPlan(const T* x, T* y, const void* top_k, int k64, int64_t k_s
   }
 }
 
+// The shared-memory plan for c > 0 (sizeof(T) == 2, 16-byte packs);
+// *launched false when the device refuses it (the caller plans again).
+template <Mode kMode, typename T>
+cudaError_t LaunchShared(const T* x, T* y, const void* top_k, int k64, int64_t k_stride,
+                         int64_t rows, int64_t vocab, int c, const DeviceCaps& dev, cudaStream_t s,
+                         bool* launched) {
+  auto kernel = TopKSharedKernel<kMode, T>;
+  *launched = false;
+  const int64_t chunk = (vocab / 8 + c - 1) / c;
+  // The opt-in to more than 48 KiB of dynamic shared memory, once a device.
+  static std::atomic<uint64_t> ready, failed;
+  if (dev.index < 0 || dev.index >= 64) return cudaSuccess;
+  const uint64_t bit = uint64_t{1} << dev.index;
+  if (failed.load(std::memory_order_acquire) & bit) return cudaSuccess;
+  if (!(ready.load(std::memory_order_acquire) & bit)) {
+    cudaFuncAttributes fa{};
+    const bool ok = cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 &&
+                    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kSharedCacheBytes)) == cudaSuccess;
+    (void)cudaGetLastError();
+    (ok ? ready : failed).fetch_or(bit, std::memory_order_acq_rel);
+    if (!ok) return cudaSuccess;
+  }
+  const int threads = g_shared_threads.load(std::memory_order_relaxed) > 0
+                          ? g_shared_threads.load(std::memory_order_relaxed)
+                          : kSharedThreads;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(rows * c));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(chunk) * 16;
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(c);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = c > 1 ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();  // refused: the register plan serves
+    return cudaSuccess;
+  }
+  *launched = true;
+  return cudaSuccess;
+}
+
 template <Mode kMode, typename T, int N>
 cudaError_t Launch(const T* x, T* y, const void* top_k, int k64, int64_t k_stride, int64_t rows,
                    int64_t vocab, const DeviceCaps& dev, cudaStream_t s) {
   const int force = g_force_cluster.load(std::memory_order_relaxed);
   constexpr int kBytes = static_cast<int>(sizeof(T));
+  if constexpr (kBytes == 2 && N == 8) {
+    const int c = ChooseSharedCluster(rows, vocab, kBytes, dev,
+                                      g_force_shared.load(std::memory_order_relaxed), force);
+    if (c > 0) {
+      bool launched = false;
+      const cudaError_t e =
+          LaunchShared<kMode, T>(x, y, top_k, k64, k_stride, rows, vocab, c, dev, s, &launched);
+      if (e != cudaSuccess || launched) return e;
+    }
+  }
   Plan plan = ChoosePlan(rows, vocab / N, N, dev, force, kMaxCluster, kBytes);
   bool launched = false;
   cudaError_t e =

@@ -83,4 +83,38 @@ inline Plan ChoosePlan(int64_t rows, int64_t units, int n, const DeviceCaps& dev
   return plan;  // streams
 }
 
+// The shared-memory plan (16-bit types on sm_90+): a row split over a
+// cluster of `cluster` blocks of kSharedThreads threads, each caching its
+// part as keys in dynamic shared memory, one block an SM; one wave where
+// the register plan needs two (64 x 128256: 8 blocks a row, 2 an SM, 512
+// blocks; here 2 a row, 128 blocks). cluster 0: not this plan.
+constexpr int kSharedThreads = 1024;
+// Dynamic shared memory a block may cache (the H100 and H200 allow 227 KiB
+// a block; SelectShared takes ~2 KiB of the rest).
+constexpr int64_t kSharedCacheBytes = 200 * 1024;
+// For tests and labs: -1 the chooser, 0 never, c > 0 this cluster size
+// (raised to what caches a row; at most 8).
+inline std::atomic<int> g_force_shared{-1};
+// For labs: the shared plan's block size (0: kSharedThreads).
+inline std::atomic<int> g_shared_threads{0};
+
+// From how many rows, and how long a row, the shared plan serves (16-bit
+// types; bench/labs/top_k_lab.cu): where the register plan splits a row
+// over 8 or more blocks and the rows alone fill the GPU.
+constexpr int64_t kSharedMinVocab = 65536;
+
+inline int ChooseSharedCluster(int64_t rows, int64_t vocab, int elem_bytes, const DeviceCaps& dev,
+                               int force_shared = -1, int force_cluster = -1) {
+  if (elem_bytes != 2 || dev.compute_capability < 90 || rows <= 0 || force_shared == 0) return 0;
+  if (force_shared < 0 && (force_cluster >= 0 || rows < kManyRows || vocab < kSharedMinVocab))
+    return 0;
+  // At most the portable 8 blocks: a 16-block cluster of blocks that each
+  // fill an SM would need every SM of a GPC free.
+  const int64_t bytes = vocab * elem_bytes;
+  int c = std::min(std::max(1, force_shared), 8);
+  while (c < 8 && (bytes + c - 1) / c > kSharedCacheBytes) c *= 2;
+  if ((bytes + c - 1) / c > kSharedCacheBytes || rows > INT_MAX / c) return 0;
+  return c;
+}
+
 }  // namespace kerneld::cuda::top_k

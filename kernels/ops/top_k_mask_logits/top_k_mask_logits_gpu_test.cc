@@ -5,6 +5,8 @@
 // misaligned views.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "gpu_util.h"
 #include "top_k_cases.h"
 
@@ -48,6 +50,38 @@ TEST(TopKMaskLogitsGpu, TiesSignedZerosInPlaceMisaligned) {
     ExpectMatches(in, "masked_logits");
     ExpectMatches(in, "", /*misalign=*/4);  // off 16 bytes, in whole int32/float32 elements
   }
+}
+
+// The shared-memory plan compares raw keys, where -0 sits just below +0:
+// -0 is kept with a kept +0 (a tie) and never for a tiny positive whose
+// digit is kept whole. Row 0: a tiny positive, -0s, -1s, k = 1 (only the
+// positive); row 1: the same with a +0, k = 2 (the positive, +0 and every
+// -0).
+TEST(TopKMaskLogitsGpu, SignedZerosOnTheSharedPlan) {
+  const double tiny = std::ldexp(1.0, -24);  // float16's least subnormal
+  for (DType dt : {DType::kFloat16, DType::kBFloat16})
+    for (int force : {101, 102, 104}) {
+      SCOPED_TRACE(std::string(DTypeName(dt)) + " force " + std::to_string(force));
+      const double small = dt == DType::kFloat16 ? tiny : std::ldexp(1.0, -133);
+      std::vector<double> v(2 * 4096, -1.0);
+      for (int r = 0; r < 2; ++r) {
+        v[r * 4096 + 4000] = small;
+        for (int i = 0; i < 10; ++i) v[r * 4096 + 37 * i + 5] = -0.0;
+      }
+      v[4096 + 1234] = 0.0;
+      ForceCluster forced(force);
+      ExpectMatches({{"logits", {dt, {2, 4096}, v}}, {"top_k", {DType::kInt32, {2}, {1, 2}}}});
+      OpRun g = RunOnCuda("top_k_mask_logits",
+                          {{"logits", {dt, {2, 4096}, v}}, {"top_k", {DType::kInt32, {2}, {1, 2}}}},
+                          {}, "cuda");
+      ASSERT_TRUE(g.status.ok()) << g.status.ToString();
+      const std::vector<double>& y = g.outputs["masked_logits"].values;
+      int kept[2] = {0, 0};
+      for (int r = 0; r < 2; ++r)
+        for (int i = 0; i < 4096; ++i) kept[r] += y[r * 4096 + i] > -INFINITY;
+      EXPECT_EQ(kept[0], 1);
+      EXPECT_EQ(kept[1], 12);
+    }
 }
 
 }  // namespace

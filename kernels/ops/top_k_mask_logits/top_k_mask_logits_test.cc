@@ -155,5 +155,32 @@ TEST(TopKMaskLogits, CudaPlanChooser) {
       }
 }
 
+// The shared-memory plan: 16-bit types on sm_90+, many rows of a long
+// vocabulary, the fewest blocks whose parts fit the cache; forced on any
+// 16-bit row (raised to what caches it), never against a forced register
+// plan, never for float32 or before sm_90.
+TEST(TopKMaskLogits, CudaSharedPlanChooser) {
+  using cuda::top_k::ChooseSharedCluster;
+  const cuda::top_k::DeviceCaps h100{0, 90, 132}, a100{0, 80, 108};
+  EXPECT_EQ(ChooseSharedCluster(64, 128256, 2, h100), 2);
+  EXPECT_EQ(ChooseSharedCluster(64, 262144, 2, h100), 4);
+  EXPECT_EQ(ChooseSharedCluster(64, 128256, 4, h100), 0);  // float32: the register plan
+  EXPECT_EQ(ChooseSharedCluster(64, 128256, 2, a100), 0);
+  EXPECT_EQ(ChooseSharedCluster(16, 128256, 2, h100), 0);  // few rows: the register plan
+  EXPECT_EQ(ChooseSharedCluster(64, 32000, 2, h100), 0);
+  EXPECT_EQ(ChooseSharedCluster(64, 128256, 2, h100, 0), 0);      // forced off
+  EXPECT_EQ(ChooseSharedCluster(64, 128256, 2, h100, -1, 8), 0);  // a forced register plan
+  EXPECT_EQ(ChooseSharedCluster(2, 4096, 2, h100, 1), 1);         // forced, one block caches
+  EXPECT_EQ(ChooseSharedCluster(2, 128256, 2, h100, 1), 2);       // raised to what caches
+  EXPECT_EQ(ChooseSharedCluster(2, 128256, 2, h100, 4), 4);
+  for (int64_t vocab : {65536, 128256, 152064, 262144, 800000}) {
+    const int c = ChooseSharedCluster(64, vocab, 2, h100);
+    ASSERT_GT(c, 0) << vocab;
+    EXPECT_LE((vocab * 2 + c - 1) / c, cuda::top_k::kSharedCacheBytes) << vocab;
+    EXPECT_TRUE(c <= 8 && (c & (c - 1)) == 0) << vocab;
+  }
+  EXPECT_EQ(ChooseSharedCluster(64, 1 << 20, 2, h100), 0);  // 2 MiB rows: past 8 blocks
+}
+
 }  // namespace
 }  // namespace kerneld::testing
