@@ -230,6 +230,9 @@ int Info(KernelClient& c) {
   std::printf("backends:");
   for (const auto& b : r.backends()) std::printf(" %s", b.c_str());
   std::printf("\n");
+  if (!r.principal().empty())
+    std::printf("you are %s%s\n", r.principal().c_str(),
+                r.principal_is_connection() ? " (this connection only)" : "");
   return 0;
 }
 

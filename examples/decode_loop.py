@@ -21,9 +21,10 @@ keeps. The prompts are appended first, in calls of at most 32 MB.
     python3 examples/decode_loop.py --target unix:/run/kerneld/kerneld.sock --device cuda:0 \\
         --batch 16 --prompt 8192 --steps 64 --dtype bfloat16 --check
 
-The target is the daemon's unix socket: the caches must belong to the
-principal the calls come from, and over plaintext TCP without a token each
-connection is its own (docs/python.md, rpc="native").
+The target is the daemon's unix socket, where every call goes over the
+native library: over plaintext TCP without a token each connection is a
+principal of its own, so the calls that reference the caches go over the
+client's grpcio connection, which allocated them (docs/python.md).
 
 Needs numpy (and ml_dtypes for bfloat16). docs/attention.md describes the
 ops and the cache in the daemon.

@@ -256,11 +256,14 @@ void DescribeServer(const Config& cfg, const RequestRunner& runner,
 grpc::Status AnswerServerInfo(const grpc::ServerContextBase& ctx, const Config& cfg,
                               const RequestRunner& runner, const grpc::ByteBuffer& in,
                               grpc::ByteBuffer* out) {
-  if (Status st = Authenticate(ctx); !st.ok()) return ToGrpc(st);
+  Identity id;
+  if (Status st = AdmitCall(ctx, &id); !st.ok()) return ToGrpc(st);
   v1::GetServerInfoRequest req;
   if (Status st = ParseRawMessage(in, &req); !st.ok()) return ToGrpc(st);
   v1::GetServerInfoResponse resp;
   DescribeServer(cfg, runner, &resp);
+  resp.set_principal(id.principal);
+  resp.set_principal_is_connection(IsConnectionPrincipal(id.principal));
   return SerializeRawMessage(resp, out);
 }
 

@@ -147,6 +147,51 @@ TEST(AnonymousIsolation, AnotherConnectionCannotSeeResolveOrUnregisterABuffer) {
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
 
+v1::GetServerInfoResponse Info(grpc::Channel* ch, grpc::Status* st) {
+  auto stub = v1::KernelService::NewStub(std::shared_ptr<grpc::Channel>(ch, [](auto*) {}));
+  grpc::ClientContext ctx;
+  v1::GetServerInfoResponse resp;
+  *st = stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &resp);
+  return resp;
+}
+
+// GetServerInfo tells a caller who it is, and whether that principal is its
+// connection alone: a client with two connections (the Python client's
+// native library beside grpcio) learns from it that its buffers are found
+// only over the one that registered them.
+TEST(AnonymousIsolation, ServerInfoSaysThePrincipalIsTheConnection) {
+  Daemon d;
+  ASSERT_TRUE(d.ok()) << d.Log();
+  auto a = Connection(d.target(), 1), b = Connection(d.target(), 2);
+  grpc::Status st;
+  const v1::GetServerInfoResponse ia = Info(a.get(), &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const v1::GetServerInfoResponse ib = Info(b.get(), &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(ia.principal_is_connection());
+  EXPECT_TRUE(ib.principal_is_connection());
+  EXPECT_EQ(ia.principal().rfind("conn:", 0), 0u) << ia.principal();
+  EXPECT_NE(ia.principal(), ib.principal());
+  EXPECT_EQ(Info(a.get(), &st).principal(), ia.principal()) << "the same connection, the same";
+
+  // The unix socket: the caller's uid, whichever connection.
+  auto u = grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials());
+  const v1::GetServerInfoResponse iu = Info(u.get(), &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(iu.principal_is_connection());
+  EXPECT_EQ(iu.principal(), "uid:" + std::to_string(getuid()));
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+
+  Daemon shared({"--anonymous_buffers=shared"});
+  ASSERT_TRUE(shared.ok()) << shared.Log();
+  auto c = Connection(shared.target(), 3);
+  const v1::GetServerInfoResponse ic = Info(c.get(), &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(ic.principal_is_connection());
+  EXPECT_EQ(ic.principal(), "anonymous");
+  EXPECT_EQ(shared.Terminate(), 0) << shared.Log();
+}
+
 TEST(AnonymousIsolation, ClosingTheConnectionReleasesItsBuffers) {
   Daemon d;
   ASSERT_TRUE(d.ok()) << d.Log();

@@ -56,6 +56,15 @@ def _methods(channel):
     }
 
 
+def _references_buffers(req):
+    """True when an ExecuteRequest's inputs or outputs name a registered buffer."""
+    for m in (req.inputs, req.outputs):
+        for t in m.values():
+            if t.HasField("buffer"):
+                return True
+    return False
+
+
 class Handle:
     """A registered tensor or array (Client.register): pass it wherever a tensor goes.
 
@@ -451,6 +460,7 @@ class Client(_Base):
         self._ids = itertools.count(1)
         self._calls = None
         self._native = None
+        self._buffers_split = False  # True: calls with buffers go over grpcio
         self._plans = _plan.Plans()
         self.transport = "grpc"
         self.lane_error = None
@@ -475,6 +485,12 @@ class Client(_Base):
                                                tls_key, tls_server_name, self._opts, spin_us,
                                                stream=(rpc == "native"))
             self._b.call_stream = self._native  # closed with the client's buffers
+            # Over TCP without a token or client certificate the daemon may
+            # know each connection as its own principal: then the buffers
+            # this client registers (over grpcio) are not found over the
+            # native library's connection (_grpcio_owns_buffers).
+            if not target.startswith("unix") and not self._metadata and not tls_cert:
+                self._buffers_split = None  # not asked yet
         elif rpc == "stream":
             # Looked up in self._m when (re)opened, through a weak reference:
             # _Buffers (which closes it) must not keep the client alive.
@@ -579,9 +595,13 @@ class Client(_Base):
         if pk is not None:  # Prepared takes the call keywords out of kwargs
             given = (kwargs.get("timeout", _plan.UNSET), bool(kwargs.get("return_info", False)))
         p = Prepared(self, op, args, kwargs, keep_parts=pk is not None)
+        native = self._native
+        if native is not None and self._buffers_split is not False and _references_buffers(p.req) \
+                and self._grpcio_owns_buffers():
+            native = pk = None  # over the connection that registered the buffers
         try:
-            if self._native is not None:
-                resp = pb.ExecuteResponse.FromString(self._native.execute(p.req, p.timeout))
+            if native is not None:
+                resp = pb.ExecuteResponse.FromString(native.execute(p.req, p.timeout))
             elif self._calls is not None:
                 resp = self._calls.execute(p.req, p.timeout, p.detach)
             else:
@@ -602,6 +622,21 @@ class Client(_Base):
             if plan is not None:
                 self._plans.put(pk[0], plan)
         return result
+
+    def _grpcio_owns_buffers(self):
+        """True when the daemon knows grpcio's connection as a principal of
+        its own (GetServerInfo.principal_is_connection: plaintext TCP
+        without a token), so that the buffers registered over it are found
+        over no other connection; asked once."""
+        if self._buffers_split is None:
+            try:
+                info = self._rpc("GetServerInfo", pb.GetServerInfoRequest())
+                # A daemon that does not say who the caller is: assume so.
+                split = info.principal_is_connection or not info.principal
+            except KerneldError:
+                split = True  # the call itself will say what is wrong
+            self._buffers_split = split
+        return self._buffers_split
 
     # ---- user kernels (docs/user-kernels.md) ----
     def register_kernel(self, source, entry=None, spec=None, name=None, replace=False, arch=None,

@@ -287,6 +287,30 @@ def test_two_client_processes(daemon, gclient):
         assert p.returncode == 0 and out.strip() == "ok", err
 
 
+@pytest.mark.parametrize("rpc", ["native", "native_unary", "stream"])
+def test_torch_ipc_over_anonymous_tcp(daemon, gclient, rpc):
+    """The default target is plaintext TCP, where each connection is a
+    principal of its own: a CUDA tensor registered over grpcio is used by
+    the call (over grpcio too) and not refused as another's buffer; an
+    inline call on the same client stays native."""
+    from kerneld import _native
+    if rpc.startswith("native") and _native.load()[0] is None:
+        pytest.skip("libkerneld_native not found")
+    c = kerneld.Client(daemon.tcp, rpc=rpc, timeout=120)
+    try:
+        x = torch.randn(4097, device="cuda", dtype=torch.float16)
+        y = torch.full_like(x, float("nan"))
+        for _ in range(3):
+            c.scale(x, factor=2.0, out=y)
+            torch.testing.assert_close(y, x * 2)
+            torch.testing.assert_close(c.scale(x, factor=3.0), x * 3)
+        h = np.linspace(-1, 1, 64, dtype=np.float32)
+        np.testing.assert_array_equal(c.scale(h, factor=2.0), h * 2)
+        assert c._buffers_split is (True if rpc.startswith("native") else False)
+    finally:
+        c.close()
+
+
 def test_empty_gpu_tensors(gclient):
     x = torch.empty(0, 16, device="cuda", dtype=torch.float16)
     y = gclient.scale(x, factor=2.0)

@@ -121,6 +121,55 @@ def test_threads_share_one_native_client(daemon, rpc):
 
 
 @native
+@pytest.mark.parametrize("rpc", NATIVE)
+def test_buffers_over_anonymous_tcp_go_over_their_connection(new_daemon, rpc):
+    """Over plaintext TCP without a token each connection is a principal of
+    its own: a buffer registered over the client's grpcio channel is found
+    only there. A call that references one goes over grpcio (it answered
+    NotFound over the native library's connection); inline calls stay native."""
+    from kerneld._graph import ServerBuffer
+    from kerneld._proto import kerneld_pb2 as pb
+    d = new_daemon()
+    # Over anonymous TCP the daemon opens only shared memory every user may
+    # read and write (docs/security.md).
+    name = "/kerneld-pytest-split-%d" % os.getpid()
+    fd = os.open("/dev/shm" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o666)
+    c = kerneld.Client(d.tcp, rpc=rpc, timeout=30)
+    try:
+        os.fchmod(fd, 0o666)
+        os.ftruncate(fd, 4096)
+        assert c.info()["principal_is_connection"] is True
+        bid = c._rpc("RegisterSharedMemory", pb.RegisterSharedMemoryRequest(
+            shm_name=name, byte_size=4096)).buffer_id
+        x = np.linspace(-2, 2, 512, dtype=np.float32)
+        os.pwrite(fd, x.tobytes(), 0)
+        xb = ServerBuffer(c, bid, "float32", (512,), owner=False)
+        yb = ServerBuffer(c, bid, "float32", (512,), offset=2048, owner=False)
+        os.pwrite(fd, np.full(512, np.nan, np.float32).tobytes(), 2048)
+        c.scale(xb, factor=3.0, out=yb)  # NotFound when sent natively
+        y = np.frombuffer(os.pread(fd, 2048, 2048), np.float32)
+        np.testing.assert_allclose(y, x.astype(np.float64) * 3.0, rtol=1e-6)
+        np.testing.assert_allclose(c.scale(xb, factor=2.0), x.astype(np.float64) * 2.0, rtol=1e-6)
+        # Inline calls still go natively (and their plans are kept).
+        for _ in range(3):
+            np.testing.assert_array_equal(c.scale(x, factor=2.0), x * 2)
+        assert c._plans.hits >= 1
+    finally:
+        c.close()
+        os.close(fd)
+        os.unlink("/dev/shm" + name)
+    # On the unix socket the principal is the uid, shared by both connections.
+    u = kerneld.Client(d.target, rpc=rpc, timeout=30)
+    try:
+        info = u.info()
+        assert info["principal"] == "uid:%d" % os.getuid()
+        assert not info.get("principal_is_connection", False)
+        assert u._buffers_split is False  # never asked
+    finally:
+        u.close()
+
+
+@native
 def test_native_stream_survives_a_daemon_restart():
     import socket
     with socket.socket() as so:
