@@ -12,11 +12,12 @@
 #include "devices/device_manager.h"
 #include "graph/graph_metrics.h"
 #include "metrics/jit_metrics.h"
-#include "scheduler/tuning_metrics.h"
 #include "metrics/lane_metrics.h"
 #include "metrics/nvml.h"
 #include "metrics/one_family.h"
 #include "metrics/process_metrics.h"
+#include "metrics/sandbox_metrics.h"
+#include "scheduler/tuning_metrics.h"
 
 namespace kerneld::server {
 
@@ -299,6 +300,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
   for (auto& f : JitFamilies()) out.push_back(std::move(f));    // metrics/jit_metrics.h
   for (auto& f : GraphFamilies()) out.push_back(std::move(f));  // graph/graph_metrics.h
   for (auto& f : LaneFamilies()) out.push_back(std::move(f));   // metrics/lane_metrics.h
+  for (auto& f : SandboxFamilies()) out.push_back(std::move(f));  // metrics/sandbox_metrics.h
   for (auto& f : TuningFamilies()) out.push_back(std::move(f));  // scheduler/tuning_metrics.h
   return out;
 }

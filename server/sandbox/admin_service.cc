@@ -2,6 +2,7 @@
 
 #include "auth/authenticator.h"
 #include "sandbox/evaluate.h"
+#include "sandbox/sandbox_stats.h"
 #include "service/kernel_service.h"
 
 namespace kerneld::server::sandbox {
@@ -57,10 +58,11 @@ grpc::Status AdminHandlers::Evaluate(const grpc::ServerContextBase& ctx, const g
                                      grpc::ByteBuffer* out) {
   Identity who;
   v1::EvaluateKernelRequest req;
-  if (Status st = Begin(ctx, in, &who, &req); !st.ok()) return ToGrpc(st);
   v1::EvaluateKernelResponse resp;
-  if (Status st = EvaluateKernel(registry, launcher, has_gpu, who, req, &resp); !st.ok())
-    return ToGrpc(st);
+  Status st = Begin(ctx, in, &who, &req);
+  if (st.ok()) st = EvaluateKernel(registry, launcher, has_gpu, who, req, &resp);
+  SandboxStats::Global().CountEvaluation(st.code());  // refused ones too
+  if (!st.ok()) return ToGrpc(st);
   return SerializeRawMessage(resp, out);
 }
 

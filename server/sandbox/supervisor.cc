@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "metrics/daemon_log.h"
+#include "sandbox/sandbox_stats.h"
 
 namespace kerneld::server::sandbox {
 
@@ -79,6 +80,7 @@ Status Supervisor::StartLocked() {
   fd_ = sv[0];
   pid_.store(pid);
   starts_.fetch_add(1);
+  SandboxStats::Global().starts.fetch_add(1, std::memory_order_relaxed);
   // Ready when it answers a ping (its CUDA context is made by then).
   if (!WriteFrame(fd_, Frame::kPing, {})) {
     std::string how;
@@ -95,7 +97,11 @@ Status Supervisor::StartLocked() {
     return Internal("sandbox worker did not start: " + st.message() +
                     (how.empty() ? "" : "; " + how));
   }
-  last_start_s_.store(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  last_start_s_.store(std::chrono::duration<double>(took).count());
+  SandboxStats::Global().start_ns.store(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()),
+      std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -141,6 +147,7 @@ Status Supervisor::Call(Frame kind, std::string_view payload, std::chrono::milli
       std::string how;
       KillLocked(&how);
       replace_next_ = true;
+      SandboxStats::Global().faults.fetch_add(1, std::memory_order_relaxed);
     }
     return r;
   }
@@ -148,6 +155,8 @@ Status Supervisor::Call(Frame kind, std::string_view payload, std::chrono::milli
   KillLocked(&how);
   replace_next_ = true;
   const std::string device = opts_.device >= 0 ? " on cuda:" + std::to_string(opts_.device) : "";
+  (timed_out ? SandboxStats::Global().timeouts : SandboxStats::Global().crashes)
+      .fetch_add(1, std::memory_order_relaxed);
   if (timed_out) {
     DaemonLog(LogLevel::kWarning, "sandbox_timeout",
               what + ": ran past " + std::to_string(timeout.count()) + " ms" + device +

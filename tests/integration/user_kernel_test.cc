@@ -368,6 +368,17 @@ TEST(UserKernels, EvaluateChecksThenNeedsAGpu) {
   req = ScaleEval();
   req.set_device("gpu0");
   EXPECT_EQ(Evaluate(*admin, req, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Every evaluation is counted by its answer (docs/metrics.md).
+  const std::string m = d.Metrics();
+  auto evaluations = [&](const char* code) {
+    return SeriesValue(m, "kerneld_user_kernel_evaluations_total",
+                       {std::string("code=\"") + code + "\""})
+        .value_or(0);
+  };
+  EXPECT_EQ(evaluations("FAILED_PRECONDITION"), 1) << m;
+  EXPECT_EQ(evaluations("NOT_FOUND"), 3) << m;
+  EXPECT_EQ(evaluations("INVALID_ARGUMENT"), 8) << m;
+  EXPECT_EQ(SeriesValue(m, "kerneld_sandbox_starts_total", {}), 0.0) << "no GPU, no worker\n" << m;
   EXPECT_EQ(d.Terminate(), 0);
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "sandbox/sandbox_stats.h"
 #include "sandbox/supervisor.h"
 
 namespace kerneld::server::sandbox {
@@ -33,6 +34,8 @@ TEST(SandboxSupervisor, RunsAndKeepsItsWorker) {
 }
 
 TEST(SandboxSupervisor, CrashFailsTheRequestAndIsReplaced) {
+  const SandboxStats& g = SandboxStats::Global();
+  const uint64_t crashes = g.crashes.load(), starts = g.starts.load();
   Supervisor s(Fake());
   ASSERT_TRUE(s.Call(Frame::kRun, "ok", milliseconds(5000), "k").ok());
   const pid_t first = s.pid();
@@ -54,9 +57,14 @@ TEST(SandboxSupervisor, CrashFailsTheRequestAndIsReplaced) {
   EXPECT_NE(s.pid(), first);
   EXPECT_EQ(s.replacements(), 2);
   EXPECT_LT(s.last_start_seconds(), 1.0) << "replacement within the issue's 1 s";
+  // The process-wide series (kerneld_sandbox_*) count the same.
+  EXPECT_EQ(g.crashes.load() - crashes, 2u);
+  EXPECT_EQ(g.starts.load() - starts, 3u);
+  EXPECT_GT(g.start_ns.load(), 0u);
 }
 
 TEST(SandboxSupervisor, HangIsKilledAtTheDeadline) {
+  const uint64_t timeouts = SandboxStats::Global().timeouts.load();
   Supervisor s(Fake());
   const auto t0 = std::chrono::steady_clock::now();
   Status st = s.Call(Frame::kRun, "hang", milliseconds(300), "endless");
@@ -69,9 +77,11 @@ TEST(SandboxSupervisor, HangIsKilledAtTheDeadline) {
   EXPECT_EQ(hung, -1) << "killed";
   ASSERT_TRUE(s.Call(Frame::kRun, "ok", milliseconds(5000), "k").ok());
   EXPECT_EQ(s.replacements(), 1);
+  EXPECT_EQ(SandboxStats::Global().timeouts.load() - timeouts, 1u);
 }
 
 TEST(SandboxSupervisor, FaultReplyReplacesTheWorker) {
+  const uint64_t faults = SandboxStats::Global().faults.load();
   Supervisor s(Fake());
   ASSERT_TRUE(s.Call(Frame::kRun, "ok", milliseconds(5000), "k").ok());
   const pid_t first = s.pid();
@@ -80,6 +90,7 @@ TEST(SandboxSupervisor, FaultReplyReplacesTheWorker) {
   EXPECT_NE(st.message().find("ILLEGAL_ADDRESS"), std::string::npos) << st.message();
   ASSERT_TRUE(s.Call(Frame::kRun, "ok", milliseconds(5000), "k").ok());
   EXPECT_NE(s.pid(), first);
+  EXPECT_EQ(SandboxStats::Global().faults.load() - faults, 1u);
 }
 
 TEST(SandboxSupervisor, AWorkerThatCannotStartSaysWhy) {
