@@ -120,12 +120,14 @@ TEST_P(CancelledStreamExit, ExitsPromptlyAfterStreamsCancelledAtEveryStage) {
     auto large = (round % 2 ? own : d.client()).OpenStream();
     ASSERT_TRUE(large->Send(ScaleRequest(DType::kFloat32, {2 << 20}, 2.0)));
     ASSERT_TRUE(Eventually([&] { return scaled() == 2; })) << d.Metrics();
-    // Running, and queued behind it.
+    // Running, and queued behind it. Both streams open first: a stream
+    // the sync API has yet to give a thread could reach the daemon after
+    // the 300 ms sleep ends, on a loaded machine, and never queue.
     auto running = d.client().OpenStream();
+    auto queued = d.client().OpenStream();
     ASSERT_TRUE(running->Send(SleepRequest(300, "running")));
     ASSERT_TRUE(Eventually([&] { return metric("kerneld_inflight_requests") == 1; }))
         << d.Metrics();
-    auto queued = d.client().OpenStream();
     ASSERT_TRUE(queued->Send(SleepRequest(300, "queued")));
     ASSERT_TRUE(Eventually([&] { return metric("kerneld_queue_depth") == 1; })) << d.Metrics();
 
@@ -166,10 +168,16 @@ TEST_P(CancelledStreamExit, ExitsPromptlyWhenSigtermFollowsTheCancel) {
   };
   auto small = d.client().OpenStream();
   ASSERT_TRUE(small->Send(ScaleRequest(DType::kFloat32, {64}, 2.0)));
+  ASSERT_TRUE(Eventually([&] {
+    return SeriesValue(d.Metrics(), "kerneld_requests_total", {"op=\"scale\"", "code=\"OK\""})
+               .value_or(0) == 1;
+  })) << d.Metrics();
+  // Opened before the sleep starts (as in the test above), and the small
+  // answer counted first, so that the in-flight request seen is the sleep.
   auto running = d.client().OpenStream();
+  auto queued = d.client().OpenStream();
   ASSERT_TRUE(running->Send(SleepRequest(300, "running")));
   ASSERT_TRUE(Eventually([&] { return metric("kerneld_inflight_requests") == 1; })) << d.Metrics();
-  auto queued = d.client().OpenStream();
   ASSERT_TRUE(queued->Send(SleepRequest(300, "queued")));
   ASSERT_TRUE(Eventually([&] { return metric("kerneld_queue_depth") == 1; })) << d.Metrics();
   for (auto* s : {&small, &running, &queued}) (*s)->Cancel();
