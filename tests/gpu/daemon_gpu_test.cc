@@ -151,6 +151,48 @@ TEST_F(DaemonGpuTest, EveryOpOnCudaMatchesCpu) {
   EXPECT_GT(checked, 0);
 }
 
+// A decode whose page table points past the cache, on the cuda backend: the
+// kernel's own index check flags it, the worker reads the flag after its
+// wait (the deferred check, kerneld/call.h) and the request is refused
+// INVALID_ARGUMENT naming the entry; the GPU stays healthy, and the same
+// request with the index fixed then matches the CPU's answer.
+TEST_F(DaemonGpuTest, HostileAttentionIndicesAreRefusedThroughTheWorker) {
+  std::mt19937_64 rng(9);
+  v1::ExecuteRequest req;
+  req.set_op("batch_decode_paged");
+  req.set_backend("cuda");
+  auto in = [&](const char* name, const client::HostTensor& t) {
+    client::ToProto(t, &(*req.mutable_inputs())[name]);
+  };
+  in("q", client::Random(DType::kBFloat16, {2, 8, 128}, rng, -1, 1));
+  in("k_cache", client::Random(DType::kBFloat16, {4, 16, 2, 128}, rng, -1, 1));
+  in("v_cache", client::Random(DType::kBFloat16, {4, 16, 2, 128}, rng, -1, 1));
+  in("kv_indptr", {DType::kInt32, {3}, {0, 2, 3}});
+  in("kv_indices", {DType::kInt32, {3}, {0, 9, 1}});  // page 9 of 4
+  in("kv_last_page_len", {DType::kInt32, {2}, {16, 5}});
+  v1::ExecuteResponse resp;
+  grpc::Status st = daemon_->client().Execute(req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("kv_indices"), std::string::npos) << st.error_message();
+  v1::GetServerInfoResponse info;
+  ASSERT_TRUE(daemon_->client().GetServerInfo(&info).ok());
+  ASSERT_GE(info.devices_size(), 2);
+  EXPECT_TRUE(info.devices(1).healthy());
+
+  in("kv_indices", {DType::kInt32, {3}, {0, 3, 1}});
+  v1::ExecuteResponse g, c;
+  st = daemon_->client().Execute(req, &g);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(g.info().backend(), "cuda");
+  req.set_backend("cpu");
+  ASSERT_TRUE(daemon_->client().Execute(req, &c).ok());
+  client::HostTensor want, got;
+  ASSERT_TRUE(client::FromProto(c.outputs().at("o"), &want));
+  ASSERT_TRUE(client::FromProto(g.outputs().at("o"), &got));
+  auto cmp = client::Compare(got.values, want.values, 2e-2, 2e-2);
+  EXPECT_EQ(cmp.mismatches, 0) << "max abs err " << cmp.max_abs_err;
+}
+
 // Last: after it the GPU is unusable for the rest of this process's life.
 TEST_F(DaemonGpuTest, ZZDeviceFaultLeavesCpuServing) {
   v1::ExecuteRequest req;
