@@ -1,7 +1,9 @@
 // Question: where does the top-k kernels' time go (top_k_mask_logits,
 // top_k_renorm_probs), and which launch plan wins at decode shapes
-// (1-64 rows x 32000-128256)? Times kerneld's TopK with the chooser's plan
-// and with each forced cluster size (0: streaming), on kernel_bench's data
+// (1-64 rows x 32000-128256)? Times kerneld's TopK with the chooser's plan,
+// with each forced cluster size of the register plan (0: streaming) and,
+// for 16-bit types, the shared-memory plan on 2, 4 and 8 blocks a row of
+// 512 or 1024 threads (s<blocks>/<threads>), on kernel_bench's data
 // (uniform in [-8, 8), k = hash % 8192) and on logit-like data (normal,
 // k = 50), with kernel_bench's method (L2 read-flushed, median), beside a
 // copy of the same bytes. With KERNELD_LAB_FLASHINFER defined (FlashInfer's
