@@ -129,14 +129,14 @@ void Run(const char* dt, int rows, int vocab, int data, int fixed_k, int reps, c
                 data == 0 ? "uniform" : "normal", rows, vocab, copy);
     unsigned long long ours_kept = 0;
     double auto_us = 0;
+    auto f = [&] {  // kerneld's TopK, on the plan the knobs force
+      if (mask)
+        CK((tk::TopK<tk::Mode::kMask, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
+      else
+        CK((tk::TopK<tk::Mode::kRenorm, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
+    };
     for (int force = -1; force <= 16; force = force < 1 ? force + 1 : force * 2) {
       tk::g_force_cluster = force;
-      auto f = [&] {
-        if (mask)
-          CK((tk::TopK<tk::Mode::kMask, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
-        else
-          CK((tk::TopK<tk::Mode::kRenorm, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
-      };
       const double us = kb::FlushedMedianUs(s, reps, flush, f);
       if (force == -1) {
         auto_us = us;
@@ -156,12 +156,6 @@ void Run(const char* dt, int rows, int vocab, int data, int fixed_k, int reps, c
         for (int th : {512, 1024}) {
           tk::g_force_shared = sc;
           tk::g_shared_threads = th;
-          auto f = [&] {
-            if (mask)
-              CK((tk::TopK<tk::Mode::kMask, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
-            else
-              CK((tk::TopK<tk::Mode::kRenorm, T>)(x, y, k, 0, 1, rows, vocab, dev, s));
-          };
           const double us = kb::FlushedMedianUs(s, reps, flush, f);
           const unsigned long long kept = Kept(y, n, mask, cnt);
           std::printf(" s%d/%d %7.2f%s", sc, th, us, kept == ours_kept ? "" : " KEPT-MISMATCH");

@@ -456,6 +456,28 @@ namespace detail {
 // `failed` belong to one kernel: every instantiation of TopKCachedKernel
 // for a dtype has the same function type, so state kept per type would let
 // one kernel's opt-in stand for another's.
+// The launch of rows * c blocks of `threads`, in clusters of c (none when
+// c = 1), with `smem` bytes of dynamic shared memory each. Not copyable:
+// cfg points at attr.
+struct ClusterLaunch {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  ClusterLaunch(int64_t rows, int c, int threads, size_t smem, cudaStream_t s) {
+    cfg.gridDim = dim3(static_cast<unsigned>(rows * c));
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(c);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = c > 1 ? 1 : 0;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 template <typename Kernel>
 bool ClusterReady(Kernel kernel, int device, int c, std::atomic<uint64_t>& ready,
                   std::atomic<uint64_t>& failed) {
@@ -492,18 +514,8 @@ cudaError_t LaunchCached(const T* x, T* y, const void* top_k, int k64, int64_t k
   static std::atomic<uint64_t> ready[2], failed[2];
   const int wide = c > 8 ? 1 : 0;
   if (!ClusterReady(kernel, dev.index, c, ready[wide], failed[wide])) return cudaSuccess;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(rows * c));
-  cfg.blockDim = dim3(static_cast<unsigned>(plan.threads));
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(c);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
+  const ClusterLaunch launch(rows, c, plan.threads, 0, s);
+  if (cudaLaunchKernelEx(&launch.cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
       cudaSuccess) {
     // Refused: the device cannot place this cluster of this kernel (a
     // 16-block cluster of blocks that each fill an SM's registers). The
@@ -564,19 +576,8 @@ cudaError_t LaunchShared(const T* x, T* y, const void* top_k, int k64, int64_t k
   const int threads = g_shared_threads.load(std::memory_order_relaxed) > 0
                           ? g_shared_threads.load(std::memory_order_relaxed)
                           : kSharedThreads;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(rows * c));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(chunk) * 16;
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(c);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = c > 1 ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
+  const ClusterLaunch launch(rows, c, threads, static_cast<size_t>(chunk) * 16, s);
+  if (cudaLaunchKernelEx(&launch.cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
       cudaSuccess) {
     (void)cudaGetLastError();  // refused: the register plan serves
     return cudaSuccess;
