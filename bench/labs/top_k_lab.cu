@@ -142,8 +142,12 @@ void Run(const char* dt, int rows, int vocab, int data, int fixed_k, int reps, c
         auto_us = us;
         const tk::Plan p = tk::ChoosePlan(rows, vocab / (16 / sizeof(T)), 16 / sizeof(T), dev, -1,
                                          tk::kMaxCluster, sizeof(T));
-        std::printf(" auto(c%d t%d i%d) %7.2f (%.2fx copy) |", p.cluster, p.threads, p.items, us,
-                    copy / us);
+        const int sc = tk::ChooseSharedCluster(rows, vocab, sizeof(T), dev);
+        if (sc > 0)  // the shared-memory plan
+          std::printf(" auto(s%d/%d) %7.2f (%.2fx copy) |", sc, tk::kSharedThreads, us, copy / us);
+        else
+          std::printf(" auto(c%d t%d i%d) %7.2f (%.2fx copy) |", p.cluster, p.threads, p.items, us,
+                      copy / us);
         ours_kept = Kept(y, n, mask, cnt);
       } else {
         std::printf(" c%d %7.2f", force, us);
