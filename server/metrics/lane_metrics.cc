@@ -23,20 +23,10 @@ std::vector<prometheus::MetricFamily> LaneFamilies() {
       "kerneld_lanes_refused_total",
       "Same-host lane connections refused (bad hello, credentials, --max_lanes, drain).",
       prometheus::MetricType::Counter, static_cast<double>(s.refused.load())));
-  prometheus::MetricFamily req;
-  req.name = "kerneld_lane_requests_total";
-  req.help = "Requests answered on a same-host lane, by gRPC code (transport=lane).";
-  req.type = prometheus::MetricType::Counter;
-  for (size_t c = 0; c < s.requests_by_code.size(); ++c) {
-    const uint64_t v = s.requests_by_code[c].load(std::memory_order_relaxed);
-    if (v == 0) continue;
-    prometheus::ClientMetric m;
-    m.label = {{"code", std::string(StatusCodeName(static_cast<StatusCode>(c)))},
-               {"transport", "lane"}};
-    m.counter.value = static_cast<double>(v);
-    req.metric.push_back(std::move(m));
-  }
-  out.push_back(std::move(req));
+  out.push_back(
+      ByCodeFamily("kerneld_lane_requests_total",
+                   "Requests answered on a same-host lane, by gRPC code (transport=lane).",
+                   s.requests_by_code, {{"transport", "lane"}}));
   return out;
 }
 

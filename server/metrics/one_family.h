@@ -1,15 +1,20 @@
 // Metric families built at scrape time: one unlabelled counter or gauge (the
-// shape of the process_* and kerneld_jit_* series), and a histogram's
+// shape of the process_* and kerneld_jit_* series), a counter by gRPC code
+// (the lane's requests, the user kernels' evaluations), and a histogram's
 // metric from an AtomicHistogram snapshot (the latency series).
 #pragma once
 
 #include <prometheus/metric_family.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "kerneld/status.h"
 #include "metrics/atomic_histogram.h"
 
 namespace kerneld::server {
@@ -26,6 +31,29 @@ inline prometheus::MetricFamily OneValueFamily(const char* name, const char* hel
   else
     m.gauge.value = v;
   f.metric.push_back(std::move(m));
+  return f;
+}
+
+// A counter family of one series per gRPC code that has counted (a series
+// appears with its first count), indexed by StatusCode; each series has
+// `labels` besides its code.
+template <size_t N>
+prometheus::MetricFamily ByCodeFamily(
+    const char* name, const char* help, const std::array<std::atomic<uint64_t>, N>& by_code,
+    const std::vector<prometheus::ClientMetric::Label>& labels = {}) {
+  prometheus::MetricFamily f;
+  f.name = name;
+  f.help = help;
+  f.type = prometheus::MetricType::Counter;
+  for (size_t c = 0; c < N; ++c) {
+    const uint64_t v = by_code[c].load(std::memory_order_relaxed);
+    if (v == 0) continue;
+    prometheus::ClientMetric m;
+    m.label = {{"code", std::string(StatusCodeName(static_cast<StatusCode>(c)))}};
+    m.label.insert(m.label.end(), labels.begin(), labels.end());
+    m.counter.value = static_cast<double>(v);
+    f.metric.push_back(std::move(m));
+  }
   return f;
 }
 

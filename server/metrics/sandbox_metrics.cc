@@ -36,19 +36,8 @@ std::vector<prometheus::MetricFamily> SandboxFamilies() {
       "kerneld_sandbox_last_start_seconds",
       "How long the last sandbox worker took from its start to answering its first ping.",
       prometheus::MetricType::Gauge, u(s.start_ns) / 1e9));
-  prometheus::MetricFamily ev;
-  ev.name = "kerneld_user_kernel_evaluations_total";
-  ev.help = "EvaluateKernel calls, by gRPC code.";
-  ev.type = prometheus::MetricType::Counter;
-  for (size_t c = 0; c < s.evaluations_by_code.size(); ++c) {
-    const uint64_t v = s.evaluations_by_code[c].load(std::memory_order_relaxed);
-    if (v == 0) continue;
-    prometheus::ClientMetric m;
-    m.label = {{"code", std::string(StatusCodeName(static_cast<StatusCode>(c)))}};
-    m.counter.value = static_cast<double>(v);
-    ev.metric.push_back(std::move(m));
-  }
-  out.push_back(std::move(ev));
+  out.push_back(ByCodeFamily("kerneld_user_kernel_evaluations_total",
+                             "EvaluateKernel calls, by gRPC code.", s.evaluations_by_code));
   return out;
 }
 

@@ -450,12 +450,6 @@ __global__ void __launch_bounds__(kSharedThreads, 1)
 
 namespace detail {
 
-// Clusters of more than 8 blocks are opt-in per kernel and device; asked
-// once each (device ordinals below 64), with the kernel's PTX checked to be
-// sm_90+ (an older arch's code has no cluster barrier). `ready` and
-// `failed` belong to one kernel: every instantiation of TopKCachedKernel
-// for a dtype has the same function type, so state kept per type would let
-// one kernel's opt-in stand for another's.
 // The launch of rows * c blocks of `threads`, in clusters of c (none when
 // c = 1), with `smem` bytes of dynamic shared memory each. Not copyable:
 // cfg points at attr.
@@ -478,21 +472,33 @@ struct ClusterLaunch {
   ClusterLaunch& operator=(const ClusterLaunch&) = delete;
 };
 
-template <typename Kernel>
-bool ClusterReady(Kernel kernel, int device, int c, std::atomic<uint64_t>& ready,
-                  std::atomic<uint64_t>& failed) {
+// Whether `kernel` may launch on `device`: its PTX is sm_90+ (an older
+// arch's code has no cluster barrier) and opt_in() (a cudaFuncSetAttribute
+// the launch needs) succeeded, asked once a device (ordinals below 64) and
+// remembered. `ready` and `failed` belong to one kernel: every
+// instantiation of a kernel template for a dtype has the same function
+// type, so state kept per type would let one kernel's opt-in stand for
+// another's. A refusal recorded later (the launch itself refused) outranks.
+template <typename Kernel, typename OptIn>
+bool ReadyOnDevice(Kernel kernel, int device, std::atomic<uint64_t>& ready,
+                   std::atomic<uint64_t>& failed, OptIn opt_in) {
   if (device < 0 || device >= 64) return false;
   const uint64_t bit = uint64_t{1} << device;
-  if (failed.load(std::memory_order_acquire) & bit) return false;  // a refusal outranks
+  if (failed.load(std::memory_order_acquire) & bit) return false;
   if (ready.load(std::memory_order_acquire) & bit) return true;
   cudaFuncAttributes fa{};
   const bool ok =
-      cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 &&
-      (c <= 8 || cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-                     cudaSuccess);
+      cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 && opt_in();
   (void)cudaGetLastError();  // a refusal is an answer, not the request's error
   (ok ? ready : failed).fetch_or(bit, std::memory_order_acq_rel);
   return ok;
+}
+
+// Records that the device refused a launch of the kernel these bits belong
+// to: the answer does not change, so later calls plan otherwise at once.
+inline void RefusedOnDevice(int device, std::atomic<uint64_t>& failed) {
+  (void)cudaGetLastError();
+  if (device >= 0 && device < 64) failed.fetch_or(uint64_t{1} << device, std::memory_order_acq_rel);
 }
 
 template <Mode kMode, typename T, int N, int kItems>
@@ -513,16 +519,20 @@ cudaError_t LaunchCached(const T* x, T* y, const void* top_k, int k64, int64_t k
   // since only they need the opt-in.
   static std::atomic<uint64_t> ready[2], failed[2];
   const int wide = c > 8 ? 1 : 0;
-  if (!ClusterReady(kernel, dev.index, c, ready[wide], failed[wide])) return cudaSuccess;
+  // Clusters of more than 8 blocks are opt-in per kernel and device.
+  if (!ReadyOnDevice(kernel, dev.index, ready[wide], failed[wide], [&] {
+        return c <= 8 ||
+               cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+                   cudaSuccess;
+      }))
+    return cudaSuccess;
   const ClusterLaunch launch(rows, c, plan.threads, 0, s);
   if (cudaLaunchKernelEx(&launch.cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
       cudaSuccess) {
     // Refused: the device cannot place this cluster of this kernel (a
-    // 16-block cluster of blocks that each fill an SM's registers). The
-    // answer does not change, so the next call plans smaller at once.
-    (void)cudaGetLastError();
-    if (dev.index >= 0 && dev.index < 64)
-      failed[wide].fetch_or(uint64_t{1} << dev.index, std::memory_order_acq_rel);
+    // 16-block cluster of blocks that each fill an SM's registers); the
+    // next call plans smaller at once.
+    RefusedOnDevice(dev.index, failed[wide]);
     return cudaSuccess;
   }
   *launched = true;
@@ -561,25 +571,17 @@ cudaError_t LaunchShared(const T* x, T* y, const void* top_k, int k64, int64_t k
   const int64_t chunk = (vocab / 8 + c - 1) / c;
   // The opt-in to more than 48 KiB of dynamic shared memory, once a device.
   static std::atomic<uint64_t> ready, failed;
-  if (dev.index < 0 || dev.index >= 64) return cudaSuccess;
-  const uint64_t bit = uint64_t{1} << dev.index;
-  if (failed.load(std::memory_order_acquire) & bit) return cudaSuccess;
-  if (!(ready.load(std::memory_order_acquire) & bit)) {
-    cudaFuncAttributes fa{};
-    const bool ok = cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 &&
-                    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kSharedCacheBytes)) == cudaSuccess;
-    (void)cudaGetLastError();
-    (ok ? ready : failed).fetch_or(bit, std::memory_order_acq_rel);
-    if (!ok) return cudaSuccess;
-  }
-  const int threads = g_shared_threads.load(std::memory_order_relaxed) > 0
-                          ? g_shared_threads.load(std::memory_order_relaxed)
-                          : kSharedThreads;
-  const ClusterLaunch launch(rows, c, threads, static_cast<size_t>(chunk) * 16, s);
+  if (!ReadyOnDevice(kernel, dev.index, ready, failed, [&] {
+        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kSharedCacheBytes)) == cudaSuccess;
+      }))
+    return cudaSuccess;
+  const int forced = g_shared_threads.load(std::memory_order_relaxed);
+  const ClusterLaunch launch(rows, c, forced > 0 ? forced : kSharedThreads,
+                             static_cast<size_t>(chunk) * 16, s);
   if (cudaLaunchKernelEx(&launch.cfg, kernel, x, y, top_k, k64, k_stride, vocab, chunk, c) !=
       cudaSuccess) {
-    (void)cudaGetLastError();  // refused: the register plan serves
+    RefusedOnDevice(dev.index, failed);  // the register plan serves, now and later
     return cudaSuccess;
   }
   *launched = true;
